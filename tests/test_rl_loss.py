@@ -77,6 +77,10 @@ def test_seq_mean_vs_token_mean():
     seq.backward()
     # seq_mean: each row's tokens weigh 1 / (rows * row tokens)
     assert torch.allclose(lp.grad, torch.tensor([[0, -1.5, 0, 0], [0, -1 / 6, -1 / 6, -1 / 6]]))
+    # accumulation over micro-batches: num_tokens counts the step's sequences under seq_mean
+    lp.grad = None
+    seq4, _ = grpo_loss(lp, old, adv, mask, clip_low=CL, clip_high=CH, agg="seq_mean", num_tokens=4)
+    assert seq4.item() == pytest.approx(-(3 + 1) / 4)
     with pytest.raises(ValueError, match="agg"):
         grpo_loss(lp, old, adv, mask, clip_low=CL, clip_high=CH, agg="sum")
 

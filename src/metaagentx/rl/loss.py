@@ -71,7 +71,6 @@ def grpo_loss(
     kl_coef: float = 0.0,
     entropy: torch.Tensor | None = None,
     num_tokens: int | float | None = None,
-    num_seqs: int | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Clipped GRPO loss over masked tokens and its metrics.
 
@@ -79,10 +78,11 @@ def grpo_loss(
     ``r = exp(logprobs - old_logprobs)``, plus ``kl_coef * k3`` where
     ``k3 = exp(ref - logp) - (ref - logp) - 1`` when ``ref_logprobs`` is given.
 
-    ``agg="token_mean"``: sum over masked tokens / ``num_tokens`` (default: this batch's masked
-    token count; pass the whole step's count when accumulating gradients over micro-batches).
-    ``agg="seq_mean"``: mean over each row's masked tokens, then sum over rows / ``num_seqs``
-    (default: rows with at least one masked token).
+    ``num_tokens`` is the normalizer in the aggregation's unit; pass the whole step's count when
+    accumulating gradients over micro-batches (default: this batch's own count).
+    ``agg="token_mean"``: sum over masked tokens / ``num_tokens`` (masked tokens).
+    ``agg="seq_mean"``: mean over each row's masked tokens, summed over rows / ``num_tokens``
+    (here: rows with at least one masked token).
 
     Metrics (floats over masked tokens): ``clip_frac`` (share where the clipped term is taken,
     i.e. no gradient), ``ratio_mean/min/max``, ``entropy`` (if given), ``kl`` (0 without a
@@ -103,7 +103,7 @@ def grpo_loss(
         kl = torch.exp(ref_log_ratio) - ref_log_ratio - 1.0
         per_token = per_token + kl_coef * kl
         kl_value = _masked_stats(kl.detach(), mask)[0]
-    loss = _aggregate(per_token, mask, agg, num_tokens, num_seqs)
+    loss = _aggregate(per_token, mask, agg, num_tokens)
     with torch.no_grad():
         n = mask.sum().item()
         clip_hits = ((clipped > unclipped).to(mask.dtype) * mask).sum().item()
@@ -114,7 +114,7 @@ def grpo_loss(
             "ratio_min": r_min,
             "ratio_max": r_max,
             "kl": kl_value,
-            "pg_loss": _aggregate(pg_per_token, mask, agg, num_tokens, num_seqs).item(),
+            "pg_loss": _aggregate(pg_per_token, mask, agg, num_tokens).item(),
             "tokens": float(n),
         }
         if entropy is not None:
@@ -127,12 +127,11 @@ def _aggregate(
     mask: torch.Tensor,
     agg: str,
     num_tokens: int | float | None,
-    num_seqs: int | None,
 ) -> torch.Tensor:
     if agg == "token_mean":
         denom = float(num_tokens) if num_tokens is not None else mask.sum().item()
         return (per_token * mask).sum() / max(denom, 1.0)
     row_tokens = mask.sum(-1)
     row_means = (per_token * mask).sum(-1) / row_tokens.clamp(min=1.0)
-    denom = float(num_seqs) if num_seqs is not None else (row_tokens > 0).sum().item()
+    denom = float(num_tokens) if num_tokens is not None else (row_tokens > 0).sum().item()
     return row_means.sum() / max(denom, 1.0)
