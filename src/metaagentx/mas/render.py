@@ -202,7 +202,8 @@ def mermaid_from_script(script: str) -> str:
     in_lambda = {id(sub) for lam in ast.walk(tree) if isinstance(lam, ast.Lambda)
                  for sub in ast.walk(lam.body)}  # router routes: drawn by the router
     nodes = sorted((n for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.Call))
-                    and id(n) not in in_lambda), key=lambda n: (n.lineno, n.col_offset))
+                    and id(n) not in in_lambda),  # inner calls first: submit(single(...))
+                   key=lambda n: (n.end_lineno, n.end_col_offset, isinstance(n, ast.Assign)))
     last: list[str] = [QUESTION_ID]
     for i, node in enumerate(nodes):
         if isinstance(node, ast.Assign):

@@ -39,6 +39,7 @@ REJECTION_REASONS: dict[str, str] = {
     "dunder_access": "the script names an attribute or variable containing '__'",
     "forbidden_name": "the script uses a forbidden builtin (open, exec, eval, getattr, ...)",
     "no_submit": "the script never calls submit(...)",
+    "prompt_too_long": "the designer's prompt exceeds the model's limit (set by design())",
 }
 
 _SCRIPT_TAG_RE = re.compile(r"<script>(.*?)(?:</script>|\Z)", re.DOTALL | re.IGNORECASE)
