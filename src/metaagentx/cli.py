@@ -15,6 +15,7 @@ import sys
 # command name -> module under metaagentx.commands defining add_arguments(parser) and run(args)
 COMMANDS: dict[str, str] = {
     "eval": "eval", "sft-data": "sft_data", "sft": "sft", "demo": "demo",
+    "train": "train",
 }
 
 
