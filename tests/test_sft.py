@@ -1,0 +1,152 @@
+"""SFT: assistant-only loss mask on a real tokenizer, a step that changes a tiny model's
+parameters, the saved folder loading like any model, resume, and the RL trainer starting
+from an SFT checkpoint."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from metaagentx.config import load_config
+
+MESSAGES = [
+    {"role": "system", "content": "You are a careful math solver."},
+    {"role": "user", "content": "What is 2 + 3?"},
+    {"role": "assistant", "content": "2 + 3 = 5. The answer is \\boxed{5}."},
+]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    from metaagentx.backends.models import embedded_model_dir
+
+    return AutoTokenizer.from_pretrained(embedded_model_dir())
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory, tokenizer) -> Path:
+    """A tiny random Llama with the embedded model's real tokenizer, saved as a folder."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
+                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                      max_position_embeddings=1024, eos_token_id=tokenizer.eos_token_id,
+                      bos_token_id=tokenizer.bos_token_id, pad_token_id=tokenizer.pad_token_id)
+    folder = tmp_path_factory.mktemp("tiny") / "tiny-llama"
+    LlamaForCausalLM(cfg).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _write_demos(folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    designer = {"messages": [{"role": "system", "content": "Design a team."},
+                             {"role": "user", "content": "What is 1 + 1?"},
+                             {"role": "assistant", "content": "```python\nsubmit('2')\n```"}],
+                "provenance": {"teacher": "policy", "structure": "single", "task_id": "t0",
+                               "reward": 1.0}}
+    executor = {"messages": MESSAGES, "provenance": {"teacher": "policy", "task_id": "t1",
+                                                      "structure": "single", "reward": 1.0}}
+    (folder / "designer.jsonl").write_text(json.dumps(designer) + "\n")
+    (folder / "executor.jsonl").write_text((json.dumps(executor) + "\n") * 3)
+
+
+def test_mask_covers_exactly_the_assistant_tokens(tokenizer):
+    from metaagentx.backends.text import render_chat
+    from metaagentx.sft import tokenize_example
+
+    ids, mask = tokenize_example(tokenizer, MESSAGES)
+    prompt = [t for t, m in zip(ids, mask) if m == 0]
+    response = [t for t, m in zip(ids, mask) if m == 1]
+    # The prompt is exactly what a generator renders (generation prompt included) ...
+    assert prompt == render_chat(tokenizer, MESSAGES[:-1])
+    assert ids[: len(prompt)] == prompt and mask == [0] * len(prompt) + [1] * len(response)
+    # ... and the trained tokens are the assistant's text followed by the end-of-turn token.
+    assert tokenizer.decode(response) == MESSAGES[-1]["content"] + "<|im_end|>"
+    assert response[-1] == tokenizer.eos_token_id
+    # The whole row is the chat template of the full conversation (minus its trailing newline).
+    full = tokenizer.apply_chat_template(MESSAGES, tokenize=False)
+    assert tokenizer.decode(ids) == full.rstrip("\n")
+
+
+def test_sft_loss_is_the_mean_nll_of_assistant_tokens_only(tiny_dir, tokenizer):
+    from transformers import AutoModelForCausalLM
+
+    from metaagentx.rl.packing import make_batches
+    from metaagentx.sft import build_rows, sft_loss
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir).eval()
+    rows = build_rows(tokenizer, [{"messages": MESSAGES, "role": "executor"}], max_tokens=4096)
+    (batch,) = make_batches(rows, 4096)
+    loss, n = sft_loss(model, batch)
+    ids = torch.tensor([rows[0].input_ids])
+    logp = torch.log_softmax(model(input_ids=ids).logits[0, :-1].float(), -1)
+    per_token = logp.gather(-1, ids[0, 1:, None])[:, 0]
+    mask = torch.tensor(rows[0].loss_mask[1:], dtype=torch.bool)
+    assert n == sum(rows[0].loss_mask) == int(mask.sum())
+    assert torch.allclose(loss, -per_token[mask].mean(), atol=1e-5)
+    assert not torch.allclose(loss, -per_token.mean(), atol=1e-3)  # prompt tokens excluded
+
+
+def _cfg(tiny_dir: Path, *extra: str):
+    return load_config(None, [f"--model.name={tiny_dir}", "--model.device=cpu",
+                              "--sft.lr=1e-2", "--sft.epochs=2", "--sft.batch_tokens=256",
+                              "--rl.save_every=1", *extra])
+
+
+def test_sft_step_changes_parameters_and_saves_a_loadable_model(tiny_dir, tmp_path):
+    from metaagentx.backends.models import load_model_and_tokenizer
+    from metaagentx.rl.checkpoint import latest_checkpoint
+    from metaagentx.sft import train_sft
+
+    _write_demos(tmp_path / "data")
+    info = train_sft(_cfg(tiny_dir), tmp_path / "data", tmp_path / "sft", progress=False)
+    before, _ = load_model_and_tokenizer(str(tiny_dir))
+    after, tok = load_model_and_tokenizer(info["model_dir"])
+    assert info["examples"] == 4 and info["steps"] >= 2
+    changed = [n for (n, p), q in zip(before.named_parameters(), after.parameters())
+               if not torch.equal(p, q)]
+    assert len(changed) == len(list(before.parameters()))
+    assert info["last_loss"] < info["first_loss"]
+    rows = [json.loads(x) for x in (tmp_path / "sft" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == list(range(1, info["steps"] + 1))
+    assert all(r["phase"] == "sft" and r["tokens"] > 0 for r in rows)
+    assert latest_checkpoint(tmp_path / "sft").name == f"step_{info['steps']:06d}"
+    assert tok.eos_token_id == after.config.eos_token_id
+
+
+def test_sft_resume_continues_to_the_same_weights(tiny_dir, tmp_path):
+    from metaagentx.backends.models import load_model_and_tokenizer
+    from metaagentx.rl.checkpoint import latest_checkpoint
+    from metaagentx.sft import train_sft
+
+    _write_demos(tmp_path / "data")
+    full = train_sft(_cfg(tiny_dir), tmp_path / "data", tmp_path / "a", progress=False)
+    # Interrupted run: stop after the first epoch, then resume to the full length.
+    train_sft(_cfg(tiny_dir, "--sft.epochs=1"), tmp_path / "data", tmp_path / "b",
+              progress=False)
+    half = latest_checkpoint(tmp_path / "b").name
+    resumed = train_sft(_cfg(tiny_dir), tmp_path / "data", tmp_path / "b", resume=True,
+                        progress=False)
+    assert half != latest_checkpoint(tmp_path / "b").name
+    assert resumed["steps"] == full["steps"]
+    a, _ = load_model_and_tokenizer(full["model_dir"])
+    b, _ = load_model_and_tokenizer(resumed["model_dir"])
+    for p, q in zip(a.parameters(), b.parameters()):
+        assert torch.allclose(p, q, atol=1e-6)
+
+
+def test_bad_example_file_names_file_and_line(tmp_path):
+    from metaagentx.sft import load_examples
+
+    (tmp_path / "designer.jsonl").write_text('{"messages": []}\n{"nope": 1}\n')
+    with pytest.raises(ValueError, match=r"designer.jsonl:2: field 'messages'"):
+        load_examples(tmp_path)
+    with pytest.raises(FileNotFoundError, match="sft-data"):
+        load_examples(tmp_path / "missing")
