@@ -84,15 +84,12 @@ def read_items(path: Path, *, repair: bool = False) -> list[dict[str, Any]]:
     return rows
 
 
-def _score(task: Task, answer: str) -> tuple[float, float]:
-    """(reward, pass_fraction) of ``answer`` for ``task``."""
+async def _score(task: Task, answer: str, cfg: Config) -> dict[str, Any]:
+    """{reward, pass_fraction, reason} of ``answer`` for ``task`` (off the event loop)."""
     from metaagentx import tasks as task_rewards
 
-    details = task_rewards.reward_details(task, answer)
-    get = details.get if isinstance(details, dict) else lambda k, d=None: getattr(details, k, d)
-    reward = float(get("reward", 0.0))
-    pf = get("pass_fraction", None)
-    return reward, float(reward if pf is None else pf)
+    return await task_rewards.reward_details_async(task, answer,
+                                                   timeout_s=cfg.data.code_timeout_s)
 
 
 def _exchanges(calls: list[Call]) -> list[dict[str, Any]]:
@@ -134,7 +131,8 @@ async def run_item(
         )
         execution = await runtime.execute(design.script, task, gen, mas=cfg.mas, sampling=sampling)
     answer = execution.answer if execution.outcome == Outcome.SUBMITTED else None
-    reward, pass_fraction = _score(task, answer) if answer is not None else (0.0, 0.0)
+    score = await _score(task, answer, cfg) if answer is not None else {}
+    reward = float(score.get("reward", 0.0))
     calls = ([design.call] if design.call is not None else []) + list(execution.calls)
     executor_calls = [c for c in execution.calls if c.role == "executor"]
     failed = execution.outcome != Outcome.SUBMITTED
@@ -148,7 +146,8 @@ async def run_item(
         "script": design.script,
         "answer": answer,
         "reward": reward,
-        "pass_fraction": pass_fraction,
+        "pass_fraction": float(score.get("pass_fraction", reward)),
+        "reward_reason": score.get("reason"),
         "tokens_in": sum(len(c.prompt_ids) for c in calls),
         "tokens_out": sum(len(c.response_ids) for c in calls),
         "calls": len(calls),

@@ -52,10 +52,10 @@ def held_out_tasks(cfg: Config) -> list[Task]:
 
 
 def _hf_generator(cfg: Config, model: Any, tokenizer: Any) -> Any:
-    from metaagentx.backends.hf import HFGenerator
+    """A generator serving this live model (shares the nn.Module: no weight copies)."""
+    from metaagentx.backends import load_generator
 
-    return HFGenerator(model, tokenizer, max_batch_size=cfg.generation.max_batch_size,
-                       max_prompt_tokens=cfg.generation.max_prompt_tokens)
+    return load_generator(cfg, model=(model, tokenizer))
 
 
 def evaluate_policy(cfg: Config, gen: Any, tasks: list[Task], label: str, *,
@@ -90,7 +90,7 @@ def _rl_model(cfg: Config, rl_out: Path) -> tuple[Any, Any]:
     last = latest_checkpoint(rl_out)
     if last is None:
         raise FileNotFoundError(f"RL wrote no checkpoint under {rl_out / 'checkpoints'}")
-    load_checkpoint(last, model=model, optimizer=None, scheduler=None)
+    load_checkpoint(last, model=model, restore_rng=False)
     model.eval()
     return model, tokenizer
 

@@ -159,7 +159,11 @@ async def _one_design(
     for ex in runs:
         stats.executions += 1
         ok = ex.outcome == Outcome.SUBMITTED and ex.answer is not None
-        reward = rewards.reward(task, ex.answer) if ok else 0.0
+        reward = 0.0
+        if ok:
+            details = await rewards.reward_details_async(task, ex.answer,
+                                                         timeout_s=cfg.data.code_timeout_s)
+            reward = float(details["reward"])
         if reward != 1.0:  # an incorrect execution never enters the data
             continue
         correct += 1
@@ -175,16 +179,18 @@ async def _one_design(
     return [{"messages": msgs, "provenance": {**prov, "reward": 1.0}}], executor
 
 
-def task_structures(index: int, count: int) -> list[str]:
+def task_structures(index: int, count: int,
+                    structures: tuple[str, ...] = SEED_STRUCTURES) -> list[str]:
     """The ``count`` seed structures tried for task number ``index`` (rotating, so that every
     structure appears across tasks even when ``count`` is smaller than their number)."""
-    n = len(SEED_STRUCTURES)
-    return [SEED_STRUCTURES[(index + j) % n] for j in range(count)]
+    n = len(structures)
+    return [structures[(index + j) % n] for j in range(count)]
 
 
 async def generate_demonstrations(
     tasks: list[Task], gen: Generator, cfg: Config, *, teacher: str = "",
     samples_per_task: int | None = None, executions: int = 1, progress: bool = True,
+    structures: tuple[str, ...] = SEED_STRUCTURES,
 ) -> tuple[list[dict], list[dict], DemoStats]:
     """(designer examples, executor examples, stats) for ``tasks``; all designs run
     concurrently (bounded by ``mas.concurrency``) so their calls are batched."""
@@ -192,7 +198,7 @@ async def generate_demonstrations(
     stats = DemoStats(mode="teacher" if teacher else "templates", teacher=teacher or "policy",
                       tasks=len(tasks))
     sem = asyncio.Semaphore(max(1, cfg.mas.concurrency))
-    jobs = [(t, s) for i, t in enumerate(tasks) for s in task_structures(i, k)]
+    jobs = [(t, s) for i, t in enumerate(tasks) for s in task_structures(i, k, structures)]
     bar = _bar(len(jobs), progress)
 
     async def one(task: Task, structure: str) -> tuple[list[dict], list[dict]]:
