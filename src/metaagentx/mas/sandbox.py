@@ -1,0 +1,484 @@
+"""Run untrusted Python (designer scripts, generated programs) in an isolated child process.
+
+Entry points: `run_untrusted` (sync, thread-safe), `run_untrusted_async`, `run_interactive`
+(the child calls `metaagentx.mas.channel.request(dict) -> dict`; the parent answers with
+`await handler(dict)`). Try it:
+
+    python -c "from metaagentx.mas.sandbox import run_untrusted as r; \\
+               print(r('print(6 * 7)', timeout_s=5, memory_mb=256))"
+
+How: a warm fork server (`_sandbox_server.py`, a stdlib-only Python without site-packages,
+started with `subprocess`, so the parent itself is never forked) receives each job's file
+descriptors over a Unix socket and forks a monitor, which forks the job. Launching costs a
+fork and a few syscalls instead of a new interpreter. A dead server is restarted on the next
+job. The child sees the stdlib and the `metaagentx` package only (stdlib-only modules such as
+`metaagentx.mas.api` and `metaagentx.mas.channel` import; `torch` does not).
+
+What is isolated (root with Linux namespaces; each property has a test in
+tests/test_sandbox_adversarial.py):
+- Network: the server lives in its own network namespace with no interface up; connecting
+  to anything, including the host's loopback, fails.
+- Memory: RLIMIT_AS = memory_mb (allocations fail with MemoryError).
+- CPU time: RLIMIT_CPU = ceil(timeout_s) + 1 s per process (then SIGKILL).
+- Process count: each job runs under its own unprivileged uid/gid (no two running jobs share
+  one) with RLIMIT_NPROC = `nproc` (default 64), so a fork bomb stops there.
+- File size: RLIMIT_FSIZE = 64 MB per file; RLIMIT_NOFILE = 256; no core dumps.
+- Output: stdout and stderr are each read up to `max_output_bytes`; on more the job is killed
+  (killed_reason "output_limit") and the excess is discarded, so the parent's memory is bounded.
+- Wall clock: after timeout_s the job is killed (timed_out, killed_reason "timeout"). The job
+  is PID 1 of a fresh PID namespace, so when it exits or is killed the kernel kills every
+  process it started, including double-forked, setsid'd daemons.
+- Environment: the job gets PATH, HOME/TMPDIR (its working directory), LANG and the channel fd
+  only; the server was started with an empty environment, so no parent secret reaches it.
+  Other processes' /proc/<pid>/environ is unreadable (different uid).
+- Files: the job's working directory (empty, private, removed afterwards) is the only
+  writable place. Every mount is remounted read-only in the server's mount namespace, and
+  /tmp, /var/tmp, /dev/shm are private tmpfs mounts the job cannot write to.
+- Signals: the parent and the server are outside the job's PID namespace (not addressable)
+  and run under another uid; no_new_privs blocks setuid binaries.
+
+What is NOT isolated:
+- Reading: the job can read every world-readable file (installed packages, the repository,
+  /etc) and list the host's processes and their command lines in /proc.
+- Jobs of one server share one (empty) network namespace, so two running jobs could talk over
+  abstract Unix sockets; their files and processes are separated by uid.
+- No cgroup: CPU is bounded per process by RLIMIT_CPU, not as a share; memory is bounded per
+  process, not per tree (a tree is bounded by nproc x memory_mb). Working directories live in
+  one 1 GB tmpfs per server. No seccomp filter: the kernel's full syscall surface is exposed.
+- Jobs inherit the server's hash seed (hash randomisation is per server, not per job).
+
+Without root or namespaces the sandbox still runs jobs (rlimits, timeout, output cap, clean
+environment, throwaway directory), kills only the job's process group, and warns once that
+network isolation, write protection outside the working directory, the process-count limit,
+protection against signalling the parent and killing setsid'd descendants are lost.
+"""
+
+from __future__ import annotations
+
+import array
+import asyncio
+import concurrent.futures
+import contextlib
+import dataclasses
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+DEFAULT_MAX_OUTPUT_BYTES = 8 << 20  # per stream
+DEFAULT_NPROC = 64
+DEFAULT_FSIZE_MB = 64
+MAX_MESSAGE_BYTES = 16 << 20  # one channel message
+SERVER_START_TIMEOUT_S = 30.0
+_GUARD_S = 30.0  # extra wait beyond timeout_s before the parent gives up on a monitor
+LOST_WITHOUT_NAMESPACES = (
+    "network isolation", "no writes outside the working directory",
+    "process-count limit (RLIMIT_NPROC)", "protection against signalling the parent",
+    "killing descendants that leave the job's process group")
+
+Handler = Callable[[dict], Awaitable[dict]]
+
+
+@dataclasses.dataclass
+class SandboxResult:
+    """Outcome of one sandboxed run. exit_code is -N when killed by signal N."""
+
+    stdout: str
+    stderr: str
+    exit_code: int
+    timed_out: bool
+    killed_reason: str | None  # timeout | output_limit | channel_protocol | cpu_time | signal:X
+    wall_s: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Isolation:
+    """What the running fork server could set up."""
+
+    namespaces: bool
+    reason: str  # why namespaces are off ("" when on)
+    lost: tuple[str, ...]
+
+
+class SandboxError(RuntimeError):
+    """The sandbox machinery itself failed (not the untrusted code)."""
+
+
+class _ServerLost(Exception):
+    pass
+
+
+class _ProtocolError(Exception):
+    pass
+
+
+class Sandbox:
+    """One warm fork server and the jobs sent to it; thread-safe. Module functions share one."""
+
+    def __init__(self, *, isolate: bool = True, nproc: int = DEFAULT_NPROC,
+                 fsize_mb: int = DEFAULT_FSIZE_MB) -> None:
+        self._isolate = isolate
+        self._nproc = nproc
+        self._fsize_mb = fsize_mb
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen | None = None
+        self._sock: socket.socket | None = None
+        self._info: Isolation | None = None
+        self._warned = False
+
+    def isolation(self) -> Isolation:
+        """Start the server if needed and report which isolation it has."""
+        with self._lock:
+            self._ensure_started()
+            assert self._info is not None
+            return self._info
+
+    def close(self) -> None:
+        """Stop the fork server (running jobs are killed by their monitors)."""
+        with self._lock:
+            self._stop()
+
+    def _start(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        script = Path(__file__).with_name("_sandbox_server.py")
+        pkg_root = str(Path(__file__).resolve().parents[2])
+        cmd = [sys.executable, "-I", "-S", "-B", str(script), str(theirs.fileno()), pkg_root,
+               "1" if self._isolate else "0"]
+        try:
+            self._proc = subprocess.Popen(
+                cmd, pass_fds=[theirs.fileno()], env={}, start_new_session=True,
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, close_fds=True)
+        finally:
+            theirs.close()
+        ours.settimeout(SERVER_START_TIMEOUT_S)
+        try:
+            ready = ours.recv(4096)
+        except OSError as exc:
+            ready, error = b"", exc
+        else:
+            error = None
+        if not ready:
+            ours.close()
+            self._proc.kill()
+            self._proc.wait()
+            self._proc = None
+            raise SandboxError(f"sandbox fork server did not start: {error or 'exited'}")
+        ours.settimeout(None)
+        self._sock = ours
+        info = json.loads(ready)
+        lost = () if info["isolated"] else LOST_WITHOUT_NAMESPACES
+        self._info = Isolation(info["isolated"], info["reason"], lost)
+        if lost and not self._warned:
+            self._warned = True
+            warnings.warn(f"sandbox runs without namespaces ({info['reason']}); lost: "
+                          + ", ".join(lost), RuntimeWarning, stacklevel=4)
+
+    def _stop(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                self._proc.kill()
+            self._proc.wait()
+            self._proc = None
+
+    def _ensure_started(self) -> None:
+        if self._proc is not None and self._proc.poll() is not None:
+            self._stop()
+        if self._proc is None:
+            self._start()
+
+    def _submit(self, fds: list[int]) -> None:
+        with self._lock:
+            for attempt in range(2):
+                self._ensure_started()
+                assert self._sock is not None
+                try:
+                    self._sock.sendmsg([b"J"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                                                 array.array("i", fds))])
+                    return
+                except OSError:
+                    self._stop()
+                    if attempt:
+                        raise
+
+    async def run(self, code: str, *, timeout_s: float, memory_mb: int, stdin: str = "",
+                  handler: Handler | None = None,
+                  max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES) -> SandboxResult:
+        """Run `code`; see the module docstring. Retries once if the server died mid-launch."""
+        if not isinstance(code, str):
+            raise TypeError(f"code must be str, got {type(code).__name__}")
+        if not timeout_s > 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        if memory_mb < 32:
+            raise ValueError(f"memory_mb must be >= 32, got {memory_mb}")
+        spec = {"code": code, "timeout_s": float(timeout_s), "memory_mb": int(memory_mb),
+                "nproc": self._nproc, "fsize_mb": self._fsize_mb}
+        for attempt in range(2):
+            job = _Job(spec, stdin, interactive=handler is not None)
+            try:
+                try:
+                    self._submit(job.child_fds)
+                finally:
+                    job.close_child_side()
+                return await _drive(job, handler, float(timeout_s), max_output_bytes,
+                                    self._info is not None and self._info.namespaces)
+            except _ServerLost:
+                if attempt:
+                    raise SandboxError("sandbox server lost the job twice") from None
+            finally:
+                job.close()
+        raise AssertionError("unreachable")
+
+
+def _memfd(name: str, data: bytes, readonly: bool) -> int:
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if not readonly:
+            return fd
+        return os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+    finally:
+        if readonly:
+            os.close(fd)
+
+
+class _Job:
+    """The parent's ends and the child's ends of one job's descriptors."""
+
+    def __init__(self, spec: dict, stdin: str, *, interactive: bool) -> None:
+        self.child_fds: list[int] = []
+        self.own: list = []
+        try:
+            self.child_fds.append(_memfd("spec", json.dumps(spec).encode(), readonly=False))
+            self.ctl, ctl_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.own.append(self.ctl)
+            self.child_fds.append(ctl_child.detach())
+            self.child_fds.append(_memfd("stdin", stdin.encode("utf-8"), readonly=True))
+            for name in ("out", "err"):
+                r, w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+                os.set_blocking(w, True)
+                setattr(self, name, r)
+                self.own.append(r)
+                self.child_fds.append(w)
+            self.chan: socket.socket | None = None
+            if interactive:
+                self.chan, chan_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+                self.own.append(self.chan)
+                self.chan.setblocking(False)
+                self.child_fds.append(chan_child.detach())
+            self.ctl.setblocking(False)
+        except BaseException:
+            self.close_child_side()
+            self.close()
+            raise
+
+    def close_child_side(self) -> None:
+        for fd in self.child_fds:
+            os.close(fd)
+        self.child_fds = []
+
+    def close(self) -> None:
+        for item in self.own:
+            item.close() if isinstance(item, socket.socket) else os.close(item)
+        self.own = []
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            self.ctl.send(b"k")
+
+
+class _Capture:
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.total = 0
+
+    def text(self) -> str:
+        return b"".join(self.chunks).decode("utf-8", "replace")
+
+
+def _wake(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+async def _read_capped(fd: int, cap: int, capture: _Capture, on_overflow: Callable) -> None:
+    loop = asyncio.get_running_loop()
+    while True:
+        try:
+            data = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            fut = loop.create_future()
+            loop.add_reader(fd, _wake, fut)
+            try:
+                await fut
+            finally:
+                loop.remove_reader(fd)
+            continue
+        if not data:
+            return
+        room = cap - capture.total
+        if room > 0:
+            capture.chunks.append(data[:room])
+        capture.total += len(data)
+        if capture.total > cap and capture.total - len(data) <= cap:
+            on_overflow()
+
+
+async def _read_status(sock: socket.socket) -> dict:
+    """The server acks a started job with b"s", then sends one JSON status line at its end."""
+    loop = asyncio.get_running_loop()
+    buf = b""
+    while not buf.endswith(b"\n"):
+        data = await loop.sock_recv(sock, 4096)
+        if not data:
+            if not buf:
+                raise _ServerLost()  # never started: safe to resend
+            raise SandboxError("sandbox server died while the job ran")
+        buf += data
+    return json.loads(buf[1:])
+
+
+async def _serve_channel(sock: socket.socket, handler: Handler) -> None:
+    loop = asyncio.get_running_loop()
+    buf = bytearray()
+    while True:
+        data = await loop.sock_recv(sock, 1 << 16)
+        if not data:
+            return
+        buf += data
+        while (end := buf.find(b"\n")) >= 0:
+            line = bytes(buf[:end])
+            del buf[:end + 1]
+            try:
+                obj = json.loads(line)
+            except ValueError as exc:
+                raise _ProtocolError(f"channel message is not JSON: {exc}") from None
+            if not isinstance(obj, dict):
+                raise _ProtocolError(f"channel message is a {type(obj).__name__}, not an object")
+            reply = await handler(obj)
+            if not isinstance(reply, dict):
+                raise TypeError(f"sandbox handler must return a dict, got {type(reply).__name__}")
+            try:
+                await loop.sock_sendall(sock, (json.dumps(reply) + "\n").encode("utf-8"))
+            except OSError:
+                return
+        if len(buf) > MAX_MESSAGE_BYTES:
+            raise _ProtocolError(f"channel message over {MAX_MESSAGE_BYTES} bytes")
+
+
+async def _drive(job: _Job, handler: Handler | None, timeout_s: float, cap: int,
+                 isolated: bool) -> SandboxResult:
+    """Collect output, serve the channel and wait for the monitor's status line."""
+    t0 = time.monotonic()
+    reasons: list[str] = []
+
+    def kill(reason: str) -> None:
+        reasons.append(reason)
+        job.kill()
+
+    out, err = _Capture(), _Capture()
+    readers = [asyncio.ensure_future(_read_capped(job.out, cap, out, lambda: kill("output_limit"))),
+               asyncio.ensure_future(_read_capped(job.err, cap, err, lambda: kill("output_limit")))]
+    status_task = asyncio.ensure_future(_read_status(job.ctl))
+    chan_task = (asyncio.ensure_future(_serve_channel(job.chan, handler))
+                 if handler is not None and job.chan is not None else None)
+    handler_error: BaseException | None = None
+    try:
+        pending = {status_task} | ({chan_task} if chan_task else set())
+        deadline = time.monotonic() + timeout_s + _GUARD_S
+        while not status_task.done():
+            done, pending = await asyncio.wait(
+                pending, timeout=max(0.0, deadline - time.monotonic()),
+                return_when=asyncio.FIRST_COMPLETED)
+            if not done:
+                if "unresponsive" in reasons:
+                    raise SandboxError("sandbox monitor did not answer a kill request")
+                kill("unresponsive")
+                deadline = time.monotonic() + 10.0
+            if chan_task in done and chan_task.exception() is not None:
+                exc = chan_task.exception()
+                if isinstance(exc, _ProtocolError):
+                    kill("channel_protocol")
+                else:
+                    handler_error = exc
+                    kill("handler_error")
+        status = status_task.result()
+        # Isolated: the namespace is empty once the status arrives, so the pipes are at EOF.
+        await asyncio.wait(readers, timeout=10.0 if isolated else 0.5)
+    finally:
+        for task in (*readers, status_task, chan_task):
+            if task is not None and not task.done():
+                task.cancel()
+        await asyncio.gather(*[t for t in (*readers, chan_task) if t is not None],
+                             return_exceptions=True)
+    if handler_error is not None:
+        raise handler_error
+    return _result(status, reasons, out, err, time.monotonic() - t0)
+
+
+def _result(status: dict, reasons: list[str], out: _Capture, err: _Capture,
+            wall_s: float) -> SandboxResult:
+    code = int(status["exit_code"])
+    reason = reasons[0] if reasons else None
+    if reason is None and status["timed_out"]:
+        reason = "timeout"
+    elif reason is None and code < 0:
+        name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
+        reason = "cpu_time" if name == "SIGXCPU" else f"signal:{name}"
+    return SandboxResult(out.text(), err.text(), code, bool(status["timed_out"]), reason,
+                         round(wall_s, 4))
+
+
+_default = Sandbox()
+
+
+def default_sandbox() -> Sandbox:
+    """The process-wide sandbox the module functions use."""
+    return _default
+
+
+async def run_untrusted_async(code: str, *, timeout_s: float, memory_mb: int, stdin: str = "",
+                              max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES) -> SandboxResult:
+    """Async `run_untrusted`: many may run at once in one event loop."""
+    return await _default.run(code, timeout_s=timeout_s, memory_mb=memory_mb, stdin=stdin,
+                              max_output_bytes=max_output_bytes)
+
+
+async def run_interactive(code: str, *, timeout_s: float, memory_mb: int, handler: Handler,
+                          stdin: str = "",
+                          max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES) -> SandboxResult:
+    """Run `code` with a message channel: each `channel.request(obj)` in the child is answered
+    with `await handler(obj)` (a dict). Requests of one child are served in order; many
+    run_interactive calls may run concurrently in one loop. A handler exception kills the child
+    and is re-raised here; a child that sends non-JSON is killed (killed_reason
+    "channel_protocol")."""
+    return await _default.run(code, timeout_s=timeout_s, memory_mb=memory_mb, stdin=stdin,
+                              handler=handler, max_output_bytes=max_output_bytes)
+
+
+def run_untrusted(code: str, *, timeout_s: float, memory_mb: int, stdin: str = "",
+                  max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES) -> SandboxResult:
+    """Run untrusted `code` as `python -c` would, isolated (see the module docstring).
+
+    Returns stdout/stderr (each capped at max_output_bytes), the exit code (-N for signal N),
+    timed_out and killed_reason. Thread-safe; may be called from inside a running event loop
+    (it then runs on a helper thread and blocks the caller)."""
+    coro = run_untrusted_async(code, timeout_s=timeout_s, memory_mb=memory_mb, stdin=stdin,
+                               max_output_bytes=max_output_bytes)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
