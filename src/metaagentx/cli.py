@@ -16,6 +16,7 @@ import sys
 COMMANDS: dict[str, str] = {
     "eval": "eval", "sft-data": "sft_data", "sft": "sft", "demo": "demo",
     "train": "train",
+    "report": "report",
     "solve": "solve",
 }
 
