@@ -63,7 +63,8 @@ def _child(code, args, fn_name, res_fd):
         else:
             sol = ns.get("Solution")
             fn = getattr(sol(), fn_name) if sol is not None and hasattr(sol, fn_name) else None
-            fn = fn or ns.get(fn_name)
+            if fn is None and ns.get(fn_name) is not (_BASE or {}).get(fn_name, ns):
+                fn = ns.get(fn_name)  # defined by the program, not a prelude name
             if not callable(fn):
                 raise NameError(f"no function or Solution method named {fn_name!r}")
             report["result"] = fn(*args)
