@@ -5,6 +5,7 @@ from an SFT checkpoint."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -150,3 +151,37 @@ def test_bad_example_file_names_file_and_line(tmp_path):
         load_examples(tmp_path)
     with pytest.raises(FileNotFoundError, match="sft-data"):
         load_examples(tmp_path / "missing")
+
+
+def test_rl_trainer_starts_from_the_sft_model_folder(tiny_dir, tmp_path, tokenizer):
+    """``--model.name=<sft>/model`` works: the trainer loads the folder and trains from it."""
+    from metaagentx.backends.models import load_model_and_tokenizer
+    from metaagentx.backends.scripted import ScriptedGenerator
+    from metaagentx.rl.checkpoint import latest_checkpoint, load_checkpoint
+    from metaagentx.rl.trainer import train
+    from metaagentx.sft import train_sft
+
+    _write_demos(tmp_path / "data")
+    info = train_sft(_cfg(tiny_dir, "--sft.epochs=1"), tmp_path / "data", tmp_path / "sft",
+                     progress=False)
+    served = []
+
+    def alternate(messages) -> str:  # right, wrong, right, ...: every task gets both rewards
+        served.append(1)
+        a, b = map(int, re.search(r"(\d) \+ (\d)", messages[-1]["content"]).groups())
+        return f"The answer is \\boxed{{{a + b + len(served) % 2}}}."
+
+    cfg = load_config(None, [f"--model.name={info['model_dir']}", "--model.device=cpu",
+                             "--rollout.mode=fixed:single", "--rollout.m=1", "--rollout.n=2",
+                             "--rollout.tasks_per_step=2", "--rl.steps=1",
+                             "--rl.schedule=executor_only", "--rl.lr=1e-2",
+                             "--data.train=generated:arith", "--data.train_limit=4",
+                             f"--run.out_dir={tmp_path / 'rl'}", "--mas.timeout_s=60"])
+    out = train(cfg, generator=ScriptedGenerator(alternate, tokenizer))
+    assert (out / "config.toml").read_text().count(info["model_dir"]) == 1
+    sft_model, _ = load_model_and_tokenizer(info["model_dir"])
+    rl_model, _ = load_model_and_tokenizer(info["model_dir"])
+    load_checkpoint(latest_checkpoint(out), model=rl_model, restore_rng=False)
+    assert json.loads((out / "metrics.jsonl").read_text())["reward_mean"] == 0.5
+    diffs = [not torch.equal(p, q) for p, q in zip(sft_model.parameters(), rl_model.parameters())]
+    assert any(diffs)  # RL stepped away from the SFT weights it started from
