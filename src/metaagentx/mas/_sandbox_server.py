@@ -41,6 +41,7 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_NOATIME, MS_NODIRATIME, MS_BIND = 32, 1024, 2048, 4096
 MS_REC, MS_PRIVATE, MS_RELATIME = 16384, 1 << 18, 1 << 21
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+MNT_DETACH = 2
 MOUNT_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC,
                "noatime": MS_NOATIME, "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME}
 UID_POOL = 1024  # distinct uids per server: concurrent jobs never share one
@@ -54,6 +55,7 @@ _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctype
                         ctypes.c_char_p]
 _libc.unshare.argtypes = [ctypes.c_int]
 _libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
+_libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
                         ctypes.c_ulong]
 
@@ -80,8 +82,9 @@ def _mountpoints() -> list[tuple[str, int]]:
     return points
 
 
-def enter_namespaces() -> None:
-    """Private mount/net/IPC/UTS namespaces; everything read-only; fresh tmpfs on tmp dirs."""
+def enter_namespaces(needed: list[str]) -> None:
+    """Private mount/net/IPC/UTS namespaces; everything read-only; fresh tmpfs on tmp dirs;
+    `needed` paths reachable for other uids."""
     _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     for path, flags in _mountpoints():
@@ -94,6 +97,52 @@ def enter_namespaces() -> None:
     for path in ("/var/tmp", "/dev/shm"):
         if os.path.isdir(path):
             _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=1m")
+    _expose(needed)
+
+
+def _blocked_ancestor(paths: list[str]) -> str | None:
+    """The shallowest directory above one of `paths` that other users cannot enter."""
+    ancestors = {os.path.dirname(p) for p in paths}
+    for path in list(ancestors):
+        while path != "/":
+            path = os.path.dirname(path)
+            ancestors.add(path)
+    for path in sorted(ancestors, key=lambda a: (a.count("/"), a)):
+        if not os.stat(path).st_mode & 0o001:
+            return path
+    return None
+
+
+def _expose(paths: list[str]) -> None:
+    """Make `paths` (the Python installation, the package) reachable for the job's uid without
+    showing anything else: a directory others cannot enter (e.g. a 0700 home holding the
+    interpreter) is covered by a read-only tmpfs that holds only bind mounts of the way on."""
+    paths = sorted({os.path.realpath(p) for p in paths if os.path.exists(p)})
+    stage = "/tmp/.stage"
+    os.mkdir(stage, 0o700)
+    while (blocked := _blocked_ancestor(paths)) is not None:
+        children = sorted({p[len(blocked):].lstrip("/").split("/")[0] for p in paths
+                           if p.startswith(blocked.rstrip("/") + "/")})
+        for i, child in enumerate(children):
+            _mount_point(f"{stage}/{i}", os.path.join(blocked, child))
+            _mount(os.path.join(blocked, child), f"{stage}/{i}", None, MS_BIND | MS_REC)
+        _mount("tmpfs", blocked, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k")
+        for i, child in enumerate(children):
+            target = os.path.join(blocked, child)
+            _mount_point(target, f"{stage}/{i}")
+            _mount(f"{stage}/{i}", target, None, MS_BIND | MS_REC)
+            _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
+            _check(_libc.umount2(f"{stage}/{i}".encode(), MNT_DETACH), "umount2")
+            os.rmdir(f"{stage}/{i}") if os.path.isdir(f"{stage}/{i}") else os.unlink(f"{stage}/{i}")
+        _mount(None, blocked, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    os.rmdir(stage)
+
+
+def _mount_point(path: str, like: str) -> None:
+    if os.path.isdir(like):
+        os.mkdir(path)
+    else:
+        open(path, "w").close()
 
 
 def _recv_job(sock: socket.socket) -> list[int] | None:
@@ -322,7 +371,8 @@ def serve(sock: socket.socket, pkg_root: str, want_isolation: bool) -> None:
         info["reason"] = "not running as root"
     else:
         try:
-            enter_namespaces()
+            enter_namespaces([sys.base_prefix, sys.base_exec_prefix, sys.prefix, *sys.path,
+                              os.path.realpath(sys.executable), pkg_root])
             info["isolated"] = True
         except OSError as exc:
             info["reason"] = f"namespace setup failed: {exc}"

@@ -46,6 +46,8 @@ What is NOT isolated:
   process, not per tree (a tree is bounded by nproc x memory_mb). Working directories live in
   one 1 GB tmpfs per server. No seccomp filter: the kernel's full syscall surface is exposed.
 - Jobs inherit the server's hash seed (hash randomisation is per server, not per job).
+- The job is PID 1 of its namespace: signals it sends itself whose action is the default are
+  ignored (so `os.abort()` ends in SIGSEGV), and os.getppid() is 0.
 
 Without root or namespaces the sandbox still runs jobs (rlimits, timeout, output cap, clean
 environment, throwaway directory), kills only the job's process group, and warns once that
@@ -104,7 +106,8 @@ class Isolation:
 
     namespaces: bool
     reason: str  # why namespaces are off ("" when on)
-    lost: tuple[str, ...]
+    lost: tuple[str, ...]  # properties lost without namespaces
+    server_pid: int
 
 
 class SandboxError(RuntimeError):
@@ -174,7 +177,7 @@ class Sandbox:
         self._sock = ours
         info = json.loads(ready)
         lost = () if info["isolated"] else LOST_WITHOUT_NAMESPACES
-        self._info = Isolation(info["isolated"], info["reason"], lost)
+        self._info = Isolation(info["isolated"], info["reason"], lost, info["pid"])
         if lost and not self._warned:
             self._warned = True
             warnings.warn(f"sandbox runs without namespaces ({info['reason']}); lost: "
@@ -237,6 +240,19 @@ class Sandbox:
             finally:
                 job.close()
         raise AssertionError("unreachable")
+
+
+    def run_sync(self, code: str, *, timeout_s: float, memory_mb: int, stdin: str = "",
+                 max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES) -> SandboxResult:
+        """Blocking `run` without a channel; safe from any thread, even one running a loop."""
+        coro = self.run(code, timeout_s=timeout_s, memory_mb=memory_mb, stdin=stdin,
+                        max_output_bytes=max_output_bytes)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(coro)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            return pool.submit(asyncio.run, coro).result()
 
 
 def _memfd(name: str, data: bytes, readonly: bool) -> int:
@@ -474,11 +490,5 @@ def run_untrusted(code: str, *, timeout_s: float, memory_mb: int, stdin: str = "
     Returns stdout/stderr (each capped at max_output_bytes), the exit code (-N for signal N),
     timed_out and killed_reason. Thread-safe; may be called from inside a running event loop
     (it then runs on a helper thread and blocks the caller)."""
-    coro = run_untrusted_async(code, timeout_s=timeout_s, memory_mb=memory_mb, stdin=stdin,
-                               max_output_bytes=max_output_bytes)
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
+    return _default.run_sync(code, timeout_s=timeout_s, memory_mb=memory_mb, stdin=stdin,
+                             max_output_bytes=max_output_bytes)
