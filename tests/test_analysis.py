@@ -109,6 +109,7 @@ def test_cost_by_structure(evals) -> None:
                                 "tokens_per_task": 525.0, "calls_per_task": 3.5}
     assert cost["solver_tester"]["accuracy"] == 0.0
     assert cost["reflection"]["tokens_per_task"] == 420.0
+    assert cost["reflection"]["calls_per_task"] == 4.0  # the designer call is a cost too
 
 
 def test_accuracy_and_paper_table(evals) -> None:

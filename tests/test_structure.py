@@ -144,7 +144,24 @@ def test_every_structure_has_a_hand_written_case() -> None:
         # a reflection loop whose early exit is an `if` is not a router
         ("s = Agent('s')\nc = Agent('c')\nans = s.ask(QUESTION)\nfb = c.ask(ans)\n"
          "if 'OK' not in fb:\n    ans = s.ask(fb)\nsubmit(ans)", "reflection"),
+        # ask_all: three solvers at once, then a majority vote
+        ("xs = ask_all([Agent('a'), Agent('b'), Agent('c')], QUESTION)\n"
+         "submit(majority_vote(xs)[0])", "ensemble"),
+        # ask_all in rounds where everyone reads everyone: a debate
+        ("team = [Agent(f'd{i}') for i in range(3)]\nxs = ask_all(team, QUESTION)\n"
+         "for _ in range(2):\n    xs = ask_all(team, 'Others: ' + ' | '.join(xs))\n"
+         "submit(xs[0])", "debate"),
     ],
 )
 def test_edge_cases(script: str, expected: str) -> None:
     assert classify_structure(script) == expected
+
+
+def test_built_in_templates_classify_as_themselves() -> None:
+    templates = pytest.importorskip("metaagentx.mas.templates")
+    from metaagentx.types import Task
+
+    for kind in ("math", "code"):
+        task = Task(id="t", prompt="p", kind=kind)
+        for name in templates.TEMPLATES:
+            assert classify_structure(templates.template_script(name, task)) == name

@@ -228,15 +228,16 @@ def _system_prompt(messages: list[dict]) -> str:
 def diversity(items: list[Item]) -> dict[str, Any]:
     """Role names, system-prompt uniqueness within each system, and calls per execution.
 
-    An agent is a distinct ``agent`` name among an item's executor exchanges; its system prompt
-    is the system message of its first exchange ("" when none)."""
+    An agent is a distinct ``agent`` name among an item's executor exchanges (the designer's
+    call is left out); its system prompt is the system message of its first exchange ("" when
+    none). Calls per execution count executor exchanges (``calls`` when none are recorded)."""
     names: Counter = Counter()
     agents = unique = 0
     prompts: set[str] = set()
     calls: list[int] = []
     for item in items:
         ex = [e for e in item.get("exchanges") or [] if e.get("role", "executor") != "designer"]
-        calls.append(int(item["calls"]) if item.get("calls") is not None else len(ex))
+        calls.append(len(ex) if "exchanges" in item else int(item.get("calls") or 0))
         system: dict[str, str] = {}
         for e in ex:
             system.setdefault(str(e.get("agent", "?")), _system_prompt(e.get("messages", [])))

@@ -103,8 +103,8 @@ class _Flow:
         self.dict_groups: set[str] = set()
         self.alias: dict[str, str] = {}  # loop variable -> agent group it iterates
         self._find_agents()
-        self.asks = [a for a in (self._ask(n) for n in ast.walk(tree)
-                                 if isinstance(n, ast.Call)) if a is not None]
+        self.asks = [a for n in ast.walk(tree) if isinstance(n, ast.Call)
+                     for a in self._asks_of(n)]
         self.taint: dict[str, set[str]] = defaultdict(set)
         self._propagate()
 
@@ -175,13 +175,25 @@ class _Flow:
         return False
 
     # -- asks and data flow ----------------------------------------------------------------
-    def _ask(self, node: ast.Call) -> _Ask | None:
-        if not (isinstance(node.func, ast.Attribute) and node.func.attr == "ask"):
-            return None
-        recv = node.func.value
+    def _asks_of(self, node: ast.Call) -> list[_Ask]:
+        """``agent.ask(m)`` -> one ask; ``ask_all(agents, m)`` -> one per agent (or group)."""
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "ask":
+            return [self._ask(node, node.func.value)]
+        if _call_name(node) != "ask_all":
+            return []
+        recv = node.args[0] if node.args else next(
+            (k.value for k in node.keywords if k.arg == "agents"), None)
+        if isinstance(recv, (ast.List, ast.Tuple)):
+            return [self._ask(node, e) for e in recv.elts]
+        return [self._ask(node, recv)] if recv is not None else []
+
+    def _ask(self, node: ast.Call, recv: ast.AST) -> _Ask:
         if self._is_agent(recv):
-            agent = f"<anonymous line {recv.lineno}>"
+            agent = f"<anonymous {recv.lineno}:{recv.col_offset}>"
             self.sizes[agent] = 1
+        elif isinstance(recv, (ast.ListComp, ast.GeneratorExp)) and self._is_agent(recv.elt):
+            agent = ast.unparse(recv)
+            self.sizes[agent] = max(2, _literal_len(recv.generators[0].iter))
         elif isinstance(recv, ast.Name):
             agent = self.alias.get(recv.id, recv.id)
             self.sizes.setdefault(agent, 1)
@@ -200,14 +212,14 @@ class _Flow:
             if isinstance(sub, ast.Name):
                 out |= self.taint.get(sub.id, set())
             elif isinstance(sub, ast.Call):
-                ask = self._ask_by_node.get(id(sub))
-                if ask is not None:
-                    out.add(ask.agent)
+                out |= {a.agent for a in self._ask_by_node.get(id(sub), [])}
                 out |= self.taint.get("<return " + _call_name(sub) + ">", set())
         return out
 
     def _propagate(self) -> None:
-        self._ask_by_node = {id(a.node): a for a in self.asks}
+        self._ask_by_node: dict[int, list[_Ask]] = defaultdict(list)
+        for a in self.asks:
+            self._ask_by_node[id(a.node)].append(a)
         flows: list[tuple[list[str], ast.AST]] = []
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Assign):
@@ -292,7 +304,7 @@ class _Flow:
 
     def _routes(self) -> bool:
         for ask in self.asks:
-            recv = ask.node.func.value  # type: ignore[union-attr]
+            recv = getattr(ask.node.func, "value", None)
             if isinstance(recv, ast.Subscript) and ask.agent in self.dict_groups \
                     and self._expr_taint(recv.slice):
                 return True
