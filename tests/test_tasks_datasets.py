@@ -217,3 +217,12 @@ def _lcb_blob(cases: list) -> str:
     import zlib
 
     return base64.b64encode(zlib.compress(pickle.dumps(json.dumps(cases)))).decode()
+
+
+def test_hf_spec_without_datasets_package_says_how_to_install():
+    import importlib.util
+
+    if importlib.util.find_spec("datasets") is not None:
+        pytest.skip("the datasets package is installed here")
+    with pytest.raises(DatasetError, match="pip install"):
+        load_tasks("hf:HuggingFaceH4/aime_2024@train")
