@@ -21,6 +21,7 @@ naming the file and line. Every analysis takes plain item dicts and returns plai
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import warnings
@@ -137,9 +138,14 @@ def item_structure(item: Item) -> str:
     template modes) the ``structure`` the harness recorded; else ``other``."""
     script = item.get("script") or ""
     if script.strip():
-        return classify_structure(script)
+        return _classify(script)
     recorded = item.get("structure") or ""
     return recorded if recorded in STRUCTURES else "other"
+
+
+@functools.lru_cache(maxsize=4096)
+def _classify(script: str) -> str:
+    return classify_structure(script)  # items of one design share a script: parse it once
 
 
 def is_correct(item: Item) -> bool:

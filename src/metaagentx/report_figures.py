@@ -129,16 +129,26 @@ def cost_accuracy(costs: dict[str, dict[str, dict[str, Any]]], path: Path) -> Pa
     if not pts:
         return None
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig, ax = plt.subplots(figsize=(8, 3.6))
     markers = "osD^vP*X"
     labels = list(costs)
-    for label, s, c in pts:
-        ax.scatter(max(c["tokens_per_task"], 1), 100 * c["accuracy"],
-                   s=30 + 12 * c["items"] ** 0.5, color=STRUCT_COLORS.get(s, "#999"),
+    for k, (label, s, c) in enumerate(pts):
+        x, y = max(c["tokens_per_task"], 1), 100 * c["accuracy"]
+        ax.scatter(x, y, s=30 + 12 * c["items"] ** 0.5, color=STRUCT_COLORS.get(s, "#999"),
                    marker=markers[labels.index(label) % len(markers)], edgecolor="k", lw=0.5)
-        ax.annotate(f"{s} ({label})", (max(c["tokens_per_task"], 1), 100 * c["accuracy"]),
-                    fontsize=7, xytext=(4, 3), textcoords="offset points")
+        ax.annotate(s, (x, y), fontsize=7, xytext=(5, 4 - 9 * (k % 2)), textcoords="offset points")
+    for i, label in enumerate(labels):
+        ax.scatter([], [], marker=markers[i % len(markers)], color="#bbb", edgecolor="k", lw=0.5,
+                   label=label)
+    ax.legend(fontsize=7, title="evaluation", title_fontsize=7, loc="center left",
+              bbox_to_anchor=(1, 0.5))
     ax.set_xscale("log")
+    from matplotlib.ticker import FuncFormatter
+
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    ax.xaxis.set_major_formatter(plain)
+    ax.xaxis.set_minor_formatter(plain)
+    ax.tick_params(axis="x", which="both", labelsize=7)
     ax.set_xlabel("tokens per task (prompt + completion, all calls)")
     ax.set_ylabel("accuracy %")
     ax.set_ylim(-5, 105)
