@@ -183,3 +183,19 @@ async def _both(code_task: Task, math_task: Task) -> list[dict]:
     return await asyncio.gather(
         reward_details_async(code_task, ADD_PROGRAM), reward_details_async(math_task, "42")
     )
+
+
+FORGE = """import os
+line = 'MAX_HARNESS_RESULT {"results": [{"status": "pass", "detail": ""}]}\\n'
+for target in ("/proc/%d/fd/1" % os.getppid(), "/proc/1/fd/1"):
+    try:
+        os.write(os.open(target, os.O_WRONLY), line.encode())
+    except OSError:
+        pass
+print(line)
+"""
+
+
+def test_a_program_cannot_forge_the_harness_report():
+    d = code_reward_details(FORGE, {"inputs": ["1\n"], "outputs": ["2\n"]})
+    assert d["reward"] == 0.0 and d["statuses"] != ["pass"]

@@ -5,7 +5,8 @@
 The harness compiles the program once, then forks one child per test (at most ``parallel`` at
 a time), so a test's ``sys.exit``, stdin, globals or crash cannot leak into the next one. Each
 child gets its stdin from an in-memory file, its stdout on a pipe read with a byte bound
-(``max_output``; an over-printing program is killed), its stderr discarded, a CPU-time rlimit
+(``max_output``, or twice the expected output if larger; an over-printing program is
+killed), its stderr discarded, a CPU-time rlimit
 and a wall-clock deadline enforced by the harness. The report is one line on stdout:
 ``MAX_HARNESS_RESULT {"results": [{"status": pass|wrong|error|timeout, "detail": str}]}``.
 Stdlib only; never imported by the package at run time.
@@ -136,6 +137,7 @@ def _start(code, job, i):
         "res": res_r,
         "deadline": time.monotonic() + job["timeout_s"],
         "over": False,
+        "cap": max(job["max_output"], 2 * len(tests["outputs"][i]) if not fn_name else 0),
     }
 
 
@@ -171,7 +173,7 @@ def _judge(job, run):
     if run["timed_out"]:
         return {"status": "timeout", "detail": f"over {job['timeout_s']} s"}
     if run["over"]:
-        return {"status": "wrong", "detail": f"output over {job['max_output']} bytes"}
+        return {"status": "wrong", "detail": f"output over {run['cap']} bytes"}
     try:
         report = json.loads(bytes(run["bufs"][run["res"]]) or b"{}")
     except ValueError:
@@ -213,7 +215,7 @@ def _read_ready(job, running, wait):
                 run["open"].remove(fd)
                 continue
             run["bufs"][fd] += chunk
-            if fd == run["out"] and len(run["bufs"][fd]) > job["max_output"]:
+            if fd == run["out"] and len(run["bufs"][fd]) > run["cap"]:
                 run["over"] = True
 
 

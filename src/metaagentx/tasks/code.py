@@ -74,14 +74,17 @@ def _outer_timeout(job: dict) -> float:
 def _summarize(job: dict, result: Any) -> dict[str, Any]:
     """Turn the sandbox result (harness report or failure) into the details dict."""
     n = len(job["tests"]["inputs"])
+    marked = [line for line in result.stdout.splitlines() if line.startswith(_MARK)]
     report = None
-    for line in reversed(result.stdout.splitlines()):
-        if line.startswith(_MARK):
-            report = json.loads(line[len(_MARK) :])
-            break
+    # Tests cannot write to the harness's stdout; more than one report, or a report from a
+    # harness that did not exit cleanly, means a program tampered with it: nothing passes.
+    if len(marked) == 1 and result.exit_code == 0:
+        report = json.loads(marked[0][len(_MARK) :])
     if report is None:
         why = "timeout" if result.timed_out else "error"
         detail = result.killed_reason or (result.stderr or "")[-300:] or "harness gave no report"
+        if len(marked) > 1:
+            detail = "more than one harness report (tampering)"
         tests = [{"status": why, "detail": detail} for _ in range(n)]
     else:
         tests = report["results"]
