@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import json
 import math
 import os
@@ -280,7 +281,18 @@ class Server:
                     fds = _recv_job(self.sock)
                     if fds is None:
                         return
-                    self._start(fds)
+                    if len(fds) < 5:
+                        _close_all(fds)
+                        continue
+                    try:
+                        self._start(fds)
+                    except Exception as exc:  # report this job's failure; keep serving others
+                        traceback.print_exc()
+                        ctl = socket.socket(fileno=fds[1])
+                        _send(ctl, json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode()
+                              + b"\n")
+                        ctl.close()
+                        _close_all([fds[0], *fds[2:]])
                 elif fd in self.by_pidfd:
                     self._finish(self.by_pidfd.pop(fd))
                 elif fd in self.by_ctl:  # kill request, or the parent went away
@@ -294,13 +306,14 @@ class Server:
 
     def _start(self, fds: list[int]) -> None:
         spec_fd, ctl_fd, job_fds = fds[0], fds[1], fds[2:]
+        spec = json.loads(os.pread(spec_fd, os.fstat(spec_fd).st_size, 0))
+        timeout_s = float(spec["timeout_s"])
         ctl = socket.socket(fileno=ctl_fd)
+        slot = self.free.pop() if self.free else self.counter % UID_POOL
+        uid = self.uid_base + slot
+        self.counter += 1
+        workdir = os.path.join(self.workroot, f"job-{self.counter}")
         try:
-            spec = json.loads(os.pread(spec_fd, os.fstat(spec_fd).st_size, 0))
-            slot = self.free.pop() if self.free else self.counter % UID_POOL
-            uid = self.uid_base + slot
-            self.counter += 1
-            workdir = os.path.join(self.workroot, f"job-{self.counter}")
             os.mkdir(workdir, 0o700)
             if self.isolated:
                 os.chown(workdir, uid, uid)
@@ -309,13 +322,14 @@ class Server:
             pid = os.fork()
             if pid == 0:
                 _job_main(job_fds, uid, workdir, spec, self.isolated)
-            job = _Job(pid, os.pidfd_open(pid), ctl, float(spec["timeout_s"]), workdir, slot)
+            job = _Job(pid, os.pidfd_open(pid), ctl, timeout_s, workdir, slot)
         except BaseException:
-            ctl.close()
+            ctl.detach()  # the caller reports the failure on it, then closes it
+            self.free.append(slot)
+            shutil.rmtree(workdir, ignore_errors=True)
             raise
-        finally:
-            for fd in (spec_fd, *job_fds):
-                os.close(fd)
+        for fd in (spec_fd, *job_fds):
+            os.close(fd)
         self.by_pidfd[job.pidfd] = job
         self.by_ctl[ctl.fileno()] = job
         self.poller.register(job.pidfd, select.POLLIN)
@@ -336,6 +350,12 @@ class Server:
         _send(job.ctl, json.dumps(msg).encode() + b"\n")
         job.ctl.close()
         self.free.append(job.slot)
+
+
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def _send(sock: socket.socket, data: bytes) -> None:
@@ -387,6 +407,7 @@ def serve(sock: socket.socket, pkg_root: str, want_isolation: bool) -> None:
     os.mkdir(pkg_dir, 0o755)
     os.symlink(os.path.join(pkg_root, "metaagentx"), os.path.join(pkg_dir, "metaagentx"))
     _preload(pkg_dir)
+    gc.freeze()  # jobs' garbage collections then skip (and do not copy) the server's objects
     os.chdir("/")
     sock.sendall(json.dumps(info).encode())
     try:
