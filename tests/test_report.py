@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from metaagentx.cli import main
-from metaagentx.report import build_report
+from metaagentx.report import build_report, load_run
 from metaagentx.report_svg import mermaid_to_svg, parse_mermaid
 
 RUN = Path(__file__).parent / "fixtures" / "run_small"
@@ -74,6 +74,14 @@ def test_cli_compare(tmp_path: Path) -> None:
     assert "From `baseline:step_000000` to `step_000008`" in summary
     with pytest.raises(FileNotFoundError, match="no items.jsonl"):
         build_report(RUN, compare=tmp_path / "nothing-here", out=tmp_path)
+
+
+def test_compare_with_a_run_folder() -> None:
+    data = load_run(RUN, compare=RUN)
+    assert list(data.evals) == ["run_small:step_000000", "run_small:step_000008",
+                                "step_000000", "step_000008"]
+    assert data.pair == ("run_small:step_000008", "step_000008")
+    assert [m["step"] for m in data.compare_metrics] == list(range(8))  # its curve is overlaid
 
 
 def test_report_of_an_empty_run_says_what_is_missing(tmp_path: Path) -> None:

@@ -63,6 +63,8 @@ class RunData:
     pair: tuple[str, str] | None  # (before, after) labels for attribution
     train_items: list[dict]  # one per execution of the newest training samples
     notes: list[str] = field(default_factory=list)
+    compare_metrics: list[dict] = field(default_factory=list)  # --compare's metrics.jsonl
+    compare_name: str = ""
 
 
 def load_run(run_dir: str | Path, compare: str | Path | None = None) -> RunData:
@@ -76,6 +78,7 @@ def load_run(run_dir: str | Path, compare: str | Path | None = None) -> RunData:
         evals = A.read_eval(run_dir)
         baseline = A.read_eval(compare) if compare else {}
         train = A.items_from_episodes(A.read_samples(run_dir))
+        other = A.read_metrics(compare) if compare and Path(compare).is_dir() else []
     notes = [str(w.message) for w in caught]
     if compare and not baseline:
         raise FileNotFoundError(f"--compare {compare}: no items.jsonl found there")
@@ -91,7 +94,8 @@ def load_run(run_dir: str | Path, compare: str | Path | None = None) -> RunData:
                           ("samples/step_*.jsonl", not train)):
         if missing:
             notes.append(f"{what}: none found in {run_dir.name}")
-    return RunData(run_dir, metrics, {**baseline, **evals}, pair, train, notes)
+    return RunData(run_dir, metrics, {**baseline, **evals}, pair, train, notes, other,
+                   Path(compare).name if compare else "")
 
 
 # -- tables ---------------------------------------------------------------------------------
@@ -174,7 +178,8 @@ def figures(data: RunData, out: Path) -> dict[str, Path]:
     """Write every figure there is data for; section name -> PNG path."""
     d = out / "figures"
     made = {
-        "curves": F.training_curves(data.metrics, d / "curves.png"),
+        "curves": F.training_curves(data.metrics, d / "curves.png",
+                                    other=data.compare_metrics, other_name=data.compare_name),
         "structures_training": F.structure_over_training(data.metrics, d / "structures_training.png"),
         "structures": F.structure_mix({k: A.structure_distribution(v)
                                        for k, v in data.evals.items()}, d / "structure_mix.png"),

@@ -38,8 +38,10 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
-def training_curves(metrics: list[dict], path: Path) -> Path | None:
-    """Reward, accuracy and design reward per step, the phases shaded (the staircase figure)."""
+def training_curves(metrics: list[dict], path: Path, *, other: list[dict] | None = None,
+                    other_name: str = "") -> Path | None:
+    """Reward, accuracy and design reward per step, the phases shaded (the staircase figure);
+    ``other`` (a compared run's metrics) adds its reward curve in grey."""
     if not metrics:
         return None
     plt = _plt()
@@ -54,6 +56,9 @@ def training_curves(metrics: list[dict], path: Path) -> Path | None:
         pts = [(s, m[key]) for s, m in zip(steps, metrics) if m.get(key) is not None]
         if pts:
             ax.plot(*zip(*pts), style, ms=3, lw=1.6, label=key)
+    pts = [(m["step"], m["reward_mean"]) for m in other or [] if m.get("reward_mean") is not None]
+    if pts:
+        ax.plot(*zip(*pts), ":", color="#666", lw=1.4, label=f"reward_mean ({other_name})")
     ax.set_xlabel("training step")
     ax.set_ylabel("mean over the step's rollouts")
     ax.set_title("Training curves (background: which role learns)")
