@@ -165,3 +165,17 @@ def test_built_in_templates_classify_as_themselves() -> None:
         task = Task(id="t", prompt="p", kind=kind)
         for name in templates.TEMPLATES:
             assert classify_structure(templates.template_script(name, task)) == name
+
+
+def test_never_raises_on_mangled_scripts() -> None:
+    import random
+
+    rng = random.Random(0)
+    sources = [_dedent(c) for c in (*BLOCK_SCRIPTS.values(), *HAND_SCRIPTS.values())]
+    lines = [ln for src in sources for ln in src.splitlines()]
+    for _ in range(300):
+        picked = rng.sample(lines, rng.randint(1, 8))
+        script = "\n".join(ln.lstrip() if rng.random() < 0.5 else ln for ln in picked)
+        assert classify_structure(script) in STRUCTURES
+    deep = "x = " + "[" * 150 + "Agent('a').ask(QUESTION)" + "]" * 150 + "\nsubmit(x)"
+    assert classify_structure(deep) in STRUCTURES

@@ -41,7 +41,7 @@ def classify_structure(script: str) -> str:
     """Return the structure of ``script`` (one of ``STRUCTURES``); unparsable -> ``other``."""
     try:
         tree = ast.parse(script or "")
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return "other"
     own_defs = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef,
                                                                  ast.AsyncFunctionDef))}
@@ -53,7 +53,10 @@ def classify_structure(script: str) -> str:
         return blocks.pop()
     if len(blocks) > 1:
         return "other"
-    return _Flow(tree).classify()
+    try:
+        return _Flow(tree).classify()
+    except RecursionError:  # absurdly deep code: no structure we could name
+        return "other"
 
 
 def _call_name(node: ast.Call) -> str:
