@@ -197,16 +197,16 @@ def test_degraded_mode_still_runs_and_warns_what_is_lost():
 
 
 def test_a_job_the_server_cannot_start_fails_loudly_and_the_server_keeps_serving():
-    from metaagentx.mas.sandbox import SandboxError, _drive, _Job
+    from metaagentx.mas._sandbox_driver import Job, SandboxError, drive
 
     box = default_sandbox()
     server = box.isolation().server_pid
-    job = _Job({"code": "print(1)"}, "", interactive=False)  # no timeout_s: a bad spec
+    job = Job({"code": "print(1)"}, "", interactive=False)  # no timeout_s: a bad spec
     try:
         box._submit(job.child_fds)
         job.close_child_side()
         with pytest.raises(SandboxError, match="could not start the job: KeyError"):
-            asyncio.run(_drive(job, None, 5.0, 1000, True))
+            asyncio.run(drive(job, None, 5.0, 1000, True))
     finally:
         job.close_child_side()
         job.close()

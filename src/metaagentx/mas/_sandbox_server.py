@@ -2,21 +2,20 @@
 
 The parent starts it as a script without site-packages and without the parent's environment:
 
-    python -I -S _sandbox_server.py <socket fd> <folder holding the metaagentx package> <0|1>
+    python -I -S -B _sandbox_server.py <socket fd> <folder holding the metaagentx package> <0|1>
 
-Once, at start, it enters fresh mount, network, IPC and UTS namespaces (when the last argument
-is 1 and it runs as root): every mount is remounted read-only, and private tmpfs mounts cover
-/tmp, /var/tmp and /dev/shm. It preloads the stdlib modules jobs use, then waits for jobs.
+At start (last argument 1, running as root) it enters private namespaces (`_sandbox_ns.py`),
+preloads the stdlib modules jobs use, freezes the GC and reports readiness.
 
-A job is one SEQPACKET message carrying file descriptors (SCM_RIGHTS):
-spec memfd (JSON: code, timeout_s, memory_mb, nproc, fsize_mb), stdin (read-only memfd),
-stdout pipe, stderr pipe, control socket, and optionally the message channel socket.
-For each job the server forks a monitor; the monitor makes the job's working directory,
-enters a fresh PID namespace and forks the job, which becomes PID 1 there: when it exits or is
-killed the kernel kills everything it started. The job sets its rlimits, drops to a per-job
-unprivileged uid/gid, sets no_new_privs and runs the code. The monitor enforces the wall-clock
-timeout, kills on request or when the parent goes away (control socket readable), removes the
-working directory and writes one JSON status line to the control socket.
+A job is one SEQPACKET message carrying file descriptors (SCM_RIGHTS): spec memfd (JSON: code,
+timeout_s, memory_mb, nproc, fsize_mb), control socket, stdin (read-only memfd), stdout pipe,
+stderr pipe and optionally the message channel socket. For each job the server makes a working
+directory, enters a fresh PID namespace for its next child and forks the job, which becomes
+PID 1 there: when it exits or is killed the kernel kills everything it started. The job sets
+its rlimits, drops to a per-job unprivileged uid/gid, sets no_new_privs and runs the code. One
+poll loop supervises all jobs: it enforces each wall-clock timeout, kills on request or when
+the parent goes away (control socket readable), removes the working directory and writes b"s"
+at start and one JSON status line at the end to the control socket.
 """
 
 from __future__ import annotations
@@ -36,15 +35,7 @@ import sys
 import time
 import traceback
 
-CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
-CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_REMOUNT, MS_NOATIME, MS_NODIRATIME, MS_BIND = 32, 1024, 2048, 4096
-MS_REC, MS_PRIVATE, MS_RELATIME = 16384, 1 << 18, 1 << 21
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
-MNT_DETACH = 2
-MOUNT_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC,
-               "noatime": MS_NOATIME, "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME}
 UID_POOL = 1024  # distinct uids per server: concurrent jobs never share one
 PRELOAD = ("json", "re", "math", "cmath", "collections", "collections.abc", "itertools",
            "functools", "heapq", "bisect", "random", "string", "typing", "io", "types",
@@ -52,98 +43,20 @@ PRELOAD = ("json", "re", "math", "cmath", "collections", "collections.abc", "ite
            "dataclasses", "enum", "textwrap", "threading", "atexit")
 
 _libc = ctypes.CDLL(None, use_errno=True)
-_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
-                        ctypes.c_char_p]
-_libc.unshare.argtypes = [ctypes.c_int]
 _libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
-_libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+_libc.unshare.argtypes = [ctypes.c_int]
 _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
                         ctypes.c_ulong]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _sandbox_ns import CLONE_NEWPID, enter_namespaces  # noqa: E402
+
+del sys.path[0]  # jobs must not see the folder of this script
 
 
 def _check(ret: int, what: str) -> None:
     if ret != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"{what}: {os.strerror(err)}")
-
-
-def _mount(src: str | None, target: str, fstype: str | None, flags: int, data: str = "") -> None:
-    enc = [None if s is None else s.encode() for s in (src, target, fstype, data or None)]
-    _check(_libc.mount(enc[0], enc[1], enc[2], flags, enc[3]), f"mount {target}")
-
-
-def _mountpoints() -> list[tuple[str, int]]:
-    points = []
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            fields = line.split()
-            path = fields[4].encode().decode("unicode_escape")
-            flags = sum(MOUNT_FLAGS.get(opt, 0) for opt in fields[5].split(","))
-            points.append((path, flags))
-    return points
-
-
-def enter_namespaces(needed: list[str]) -> None:
-    """Private mount/net/IPC/UTS namespaces; everything read-only; fresh tmpfs on tmp dirs;
-    `needed` paths reachable for other uids."""
-    _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
-    _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    for path, flags in _mountpoints():
-        try:
-            _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags)
-        except OSError:
-            if path == "/":
-                raise
-    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0711,size=1024m")
-    for path in ("/var/tmp", "/dev/shm"):
-        if os.path.isdir(path):
-            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=1m")
-    _expose(needed)
-
-
-def _blocked_ancestor(paths: list[str]) -> str | None:
-    """The shallowest directory above one of `paths` that other users cannot enter."""
-    ancestors = {os.path.dirname(p) for p in paths}
-    for path in list(ancestors):
-        while path != "/":
-            path = os.path.dirname(path)
-            ancestors.add(path)
-    for path in sorted(ancestors, key=lambda a: (a.count("/"), a)):
-        if not os.stat(path).st_mode & 0o001:
-            return path
-    return None
-
-
-def _expose(paths: list[str]) -> None:
-    """Make `paths` (the Python installation, the package) reachable for the job's uid without
-    showing anything else: a directory others cannot enter (e.g. a 0700 home holding the
-    interpreter) is covered by a read-only tmpfs that holds only bind mounts of the way on."""
-    paths = sorted({os.path.realpath(p) for p in paths if os.path.exists(p)})
-    stage = "/tmp/.stage"
-    os.mkdir(stage, 0o700)
-    while (blocked := _blocked_ancestor(paths)) is not None:
-        children = sorted({p[len(blocked):].lstrip("/").split("/")[0] for p in paths
-                           if p.startswith(blocked.rstrip("/") + "/")})
-        for i, child in enumerate(children):
-            _mount_point(f"{stage}/{i}", os.path.join(blocked, child))
-            _mount(os.path.join(blocked, child), f"{stage}/{i}", None, MS_BIND | MS_REC)
-        _mount("tmpfs", blocked, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k")
-        for i, child in enumerate(children):
-            target = os.path.join(blocked, child)
-            _mount_point(target, f"{stage}/{i}")
-            _mount(f"{stage}/{i}", target, None, MS_BIND | MS_REC)
-            _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
-            _check(_libc.umount2(f"{stage}/{i}".encode(), MNT_DETACH), "umount2")
-            os.rmdir(f"{stage}/{i}") if os.path.isdir(f"{stage}/{i}") else os.unlink(f"{stage}/{i}")
-        _mount(None, blocked, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    os.rmdir(stage)
-
-
-def _mount_point(path: str, like: str) -> None:
-    if os.path.isdir(like):
-        os.mkdir(path)
-    else:
-        open(path, "w").close()
 
 
 def _recv_job(sock: socket.socket) -> list[int] | None:

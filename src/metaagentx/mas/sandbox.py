@@ -9,10 +9,11 @@ Entry points: `run_untrusted` (sync, thread-safe), `run_untrusted_async`, `run_i
 
 How: a warm fork server (`_sandbox_server.py`, a stdlib-only Python without site-packages,
 started with `subprocess`, so the parent itself is never forked) receives each job's file
-descriptors over a Unix socket and forks a monitor, which forks the job. Launching costs a
-fork and a few syscalls instead of a new interpreter. A dead server is restarted on the next
-job. The child sees the stdlib and the `metaagentx` package only (stdlib-only modules such as
-`metaagentx.mas.api` and `metaagentx.mas.channel` import; `torch` does not).
+descriptors over a Unix socket and forks the job; one poll loop in the server supervises all
+jobs. Launching costs a fork and a few syscalls instead of a new interpreter. A dead server is
+restarted on the next job. The child sees the stdlib and the `metaagentx` package only
+(stdlib-only modules such as `metaagentx.mas.api` and `metaagentx.mas.channel` import; `torch`
+does not). stdin is a read-only in-memory file; stdout/stderr are pipes.
 
 What is isolated (root with Linux namespaces; each property has a test in
 tests/test_sandbox_adversarial.py):
@@ -33,7 +34,10 @@ tests/test_sandbox_adversarial.py):
   Other processes' /proc/<pid>/environ is unreadable (different uid).
 - Files: the job's working directory (empty, private, removed afterwards) is the only
   writable place. Every mount is remounted read-only in the server's mount namespace, and
-  /tmp, /var/tmp, /dev/shm are private tmpfs mounts the job cannot write to.
+  /tmp, /var/tmp, /dev/shm are private tmpfs mounts the job cannot write to (so
+  multiprocessing's semaphores are unavailable; os.fork and subprocess work). Directories
+  other users cannot enter on the way to the interpreter (e.g. a 0700 home) are covered by a
+  tmpfs that shows only that way, so the rest of such a home stays hidden.
 - Signals: the parent and the server are outside the job's PID namespace (not addressable)
   and run under another uid; no_new_privs blocks setuid binaries.
 
@@ -60,7 +64,6 @@ from __future__ import annotations
 import array
 import asyncio
 import concurrent.futures
-import contextlib
 import dataclasses
 import json
 import os
@@ -69,23 +72,23 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import warnings
-from collections.abc import Awaitable, Callable
 from pathlib import Path
+
+from metaagentx.mas._sandbox_driver import Handler, Job, SandboxError, ServerLost, drive
+
+__all__ = ["SandboxResult", "SandboxError", "Isolation", "Sandbox", "default_sandbox",
+           "run_untrusted", "run_untrusted_async", "run_interactive"]
 
 DEFAULT_MAX_OUTPUT_BYTES = 8 << 20  # per stream
 DEFAULT_NPROC = 64
 DEFAULT_FSIZE_MB = 64
-MAX_MESSAGE_BYTES = 16 << 20  # one channel message
 SERVER_START_TIMEOUT_S = 30.0
-_GUARD_S = 30.0  # extra wait beyond timeout_s before the parent gives up on a monitor
 LOST_WITHOUT_NAMESPACES = (
     "network isolation", "no writes outside the working directory",
     "process-count limit (RLIMIT_NPROC)", "protection against signalling the parent",
     "killing descendants that leave the job's process group")
 
-Handler = Callable[[dict], Awaitable[dict]]
 
 
 @dataclasses.dataclass
@@ -108,18 +111,6 @@ class Isolation:
     reason: str  # why namespaces are off ("" when on)
     lost: tuple[str, ...]  # properties lost without namespaces
     server_pid: int
-
-
-class SandboxError(RuntimeError):
-    """The sandbox machinery itself failed (not the untrusted code)."""
-
-
-class _ServerLost(Exception):
-    pass
-
-
-class _ProtocolError(Exception):
-    pass
 
 
 class Sandbox:
@@ -226,15 +217,16 @@ class Sandbox:
         spec = {"code": code, "timeout_s": float(timeout_s), "memory_mb": int(memory_mb),
                 "nproc": self._nproc, "fsize_mb": self._fsize_mb}
         for attempt in range(2):
-            job = _Job(spec, stdin, interactive=handler is not None)
+            job = Job(spec, stdin, interactive=handler is not None)
             try:
                 try:
                     self._submit(job.child_fds)
                 finally:
                     job.close_child_side()
-                return await _drive(job, handler, float(timeout_s), max_output_bytes,
-                                    self._info is not None and self._info.namespaces)
-            except _ServerLost:
+                raw = await drive(job, handler, float(timeout_s), max_output_bytes,
+                                  self._info is not None and self._info.namespaces)
+                return _result(*raw)
+            except ServerLost:
                 if attempt:
                     raise SandboxError("sandbox server lost the job twice") from None
             finally:
@@ -271,208 +263,16 @@ def _thread_loop() -> asyncio.AbstractEventLoop:
     return loop
 
 
-def _memfd(name: str, data: bytes, readonly: bool) -> int:
-    fd = os.memfd_create(name, os.MFD_CLOEXEC)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        if not readonly:
-            return fd
-        return os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
-    finally:
-        if readonly:
-            os.close(fd)
-
-
-class _Job:
-    """The parent's ends and the child's ends of one job's descriptors."""
-
-    def __init__(self, spec: dict, stdin: str, *, interactive: bool) -> None:
-        self.child_fds: list[int] = []
-        self.own: list = []
-        try:
-            self.child_fds.append(_memfd("spec", json.dumps(spec).encode(), readonly=False))
-            self.ctl, ctl_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-            self.own.append(self.ctl)
-            self.child_fds.append(ctl_child.detach())
-            self.child_fds.append(_memfd("stdin", stdin.encode("utf-8"), readonly=True))
-            for name in ("out", "err"):
-                r, w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
-                os.set_blocking(w, True)
-                setattr(self, name, r)
-                self.own.append(r)
-                self.child_fds.append(w)
-            self.chan: socket.socket | None = None
-            if interactive:
-                self.chan, chan_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-                self.own.append(self.chan)
-                self.chan.setblocking(False)
-                self.child_fds.append(chan_child.detach())
-            self.ctl.setblocking(False)
-        except BaseException:
-            self.close_child_side()
-            self.close()
-            raise
-
-    def close_child_side(self) -> None:
-        for fd in self.child_fds:
-            os.close(fd)
-        self.child_fds = []
-
-    def close(self) -> None:
-        for item in self.own:
-            item.close() if isinstance(item, socket.socket) else os.close(item)
-        self.own = []
-
-    def kill(self) -> None:
-        with contextlib.suppress(OSError):
-            self.ctl.send(b"k")
-
-
-class _Capture:
-    def __init__(self) -> None:
-        self.chunks: list[bytes] = []
-        self.total = 0
-
-    def text(self) -> str:
-        return b"".join(self.chunks).decode("utf-8", "replace")
-
-
-def _wake(fut: asyncio.Future) -> None:
-    if not fut.done():
-        fut.set_result(None)
-
-
-async def _read_capped(fd: int, cap: int, capture: _Capture, on_overflow: Callable) -> None:
-    loop = asyncio.get_running_loop()
-    while True:
-        try:
-            data = os.read(fd, 1 << 16)
-        except BlockingIOError:
-            fut = loop.create_future()
-            loop.add_reader(fd, _wake, fut)
-            try:
-                await fut
-            finally:
-                loop.remove_reader(fd)
-            continue
-        if not data:
-            return
-        room = cap - capture.total
-        if room > 0:
-            capture.chunks.append(data[:room])
-        capture.total += len(data)
-        if capture.total > cap and capture.total - len(data) <= cap:
-            on_overflow()
-
-
-async def _read_status(sock: socket.socket) -> dict:
-    """The server acks a started job with b"s", then sends one JSON status line at its end."""
-    loop = asyncio.get_running_loop()
-    buf = b""
-    while not buf.endswith(b"\n"):
-        data = await loop.sock_recv(sock, 4096)
-        if not data:
-            if not buf:
-                raise _ServerLost()  # never started: safe to resend
-            raise SandboxError("sandbox server died while the job ran")
-        buf += data
-    status = json.loads(buf[1:] if buf.startswith(b"s") else buf)
-    if "error" in status:
-        raise SandboxError(f"sandbox server could not start the job: {status['error']}")
-    return status
-
-
-async def _serve_channel(sock: socket.socket, handler: Handler) -> None:
-    loop = asyncio.get_running_loop()
-    buf = bytearray()
-    while True:
-        data = await loop.sock_recv(sock, 1 << 16)
-        if not data:
-            return
-        buf += data
-        while (end := buf.find(b"\n")) >= 0:
-            line = bytes(buf[:end])
-            del buf[:end + 1]
-            try:
-                obj = json.loads(line)
-            except ValueError as exc:
-                raise _ProtocolError(f"channel message is not JSON: {exc}") from None
-            if not isinstance(obj, dict):
-                raise _ProtocolError(f"channel message is a {type(obj).__name__}, not an object")
-            reply = await handler(obj)
-            if not isinstance(reply, dict):
-                raise TypeError(f"sandbox handler must return a dict, got {type(reply).__name__}")
-            try:
-                await loop.sock_sendall(sock, (json.dumps(reply) + "\n").encode("utf-8"))
-            except OSError:
-                return
-        if len(buf) > MAX_MESSAGE_BYTES:
-            raise _ProtocolError(f"channel message over {MAX_MESSAGE_BYTES} bytes")
-
-
-async def _drive(job: _Job, handler: Handler | None, timeout_s: float, cap: int,
-                 isolated: bool) -> SandboxResult:
-    """Collect output, serve the channel and wait for the monitor's status line."""
-    t0 = time.monotonic()
-    reasons: list[str] = []
-
-    def kill(reason: str) -> None:
-        reasons.append(reason)
-        job.kill()
-
-    out, err = _Capture(), _Capture()
-    readers = [asyncio.ensure_future(_read_capped(job.out, cap, out, lambda: kill("output_limit"))),
-               asyncio.ensure_future(_read_capped(job.err, cap, err, lambda: kill("output_limit")))]
-    status_task = asyncio.ensure_future(_read_status(job.ctl))
-    chan_task = (asyncio.ensure_future(_serve_channel(job.chan, handler))
-                 if handler is not None and job.chan is not None else None)
-    handler_error: BaseException | None = None
-    try:
-        pending = {status_task} | ({chan_task} if chan_task else set())
-        deadline = time.monotonic() + timeout_s + _GUARD_S
-        while not status_task.done():
-            done, pending = await asyncio.wait(
-                pending, timeout=max(0.0, deadline - time.monotonic()),
-                return_when=asyncio.FIRST_COMPLETED)
-            if not done:
-                if "unresponsive" in reasons:
-                    raise SandboxError("sandbox monitor did not answer a kill request")
-                kill("unresponsive")
-                deadline = time.monotonic() + 10.0
-            if chan_task in done and chan_task.exception() is not None:
-                exc = chan_task.exception()
-                if isinstance(exc, _ProtocolError):
-                    kill("channel_protocol")
-                else:
-                    handler_error = exc
-                    kill("handler_error")
-        status = status_task.result()
-        # Isolated: the namespace is empty once the status arrives, so the pipes are at EOF.
-        await asyncio.wait(readers, timeout=10.0 if isolated else 0.5)
-    finally:
-        for task in (*readers, status_task, chan_task):
-            if task is not None and not task.done():
-                task.cancel()
-        await asyncio.gather(*[t for t in (*readers, chan_task) if t is not None],
-                             return_exceptions=True)
-    if handler_error is not None:
-        raise handler_error
-    return _result(status, reasons, out, err, time.monotonic() - t0)
-
-
-def _result(status: dict, reasons: list[str], out: _Capture, err: _Capture,
+def _result(status: dict, parent_reason: str | None, out: str, err: str,
             wall_s: float) -> SandboxResult:
     code = int(status["exit_code"])
-    reason = reasons[0] if reasons else None
+    reason = parent_reason
     if reason is None and status["timed_out"]:
         reason = "timeout"
     elif reason is None and code < 0:
         name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
         reason = "cpu_time" if name == "SIGXCPU" else f"signal:{name}"
-    return SandboxResult(out.text(), err.text(), code, bool(status["timed_out"]), reason,
-                         round(wall_s, 4))
+    return SandboxResult(out, err, code, bool(status["timed_out"]), reason, round(wall_s, 4))
 
 
 _default = Sandbox()

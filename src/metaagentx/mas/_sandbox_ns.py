@@ -1,0 +1,113 @@
+"""Namespace setup for the sandbox fork server (stdlib only; loaded by _sandbox_server.py).
+
+`enter_namespaces(needed)` moves the calling process into private mount, network, IPC and UTS
+namespaces; remounts every mount read-only; covers /tmp (mode 0711: job directories go there),
+/var/tmp and /dev/shm with private tmpfs mounts nobody else can write to; and makes the
+`needed` paths (the Python installation, the package) reachable for unprivileged job uids.
+The host's mounts are untouched: everything happens in the new mount namespace.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_NOATIME, MS_NODIRATIME, MS_BIND = 32, 1024, 2048, 4096
+MS_REC, MS_PRIVATE, MS_RELATIME = 16384, 1 << 18, 1 << 21
+MNT_DETACH = 2
+MOUNT_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC,
+               "noatime": MS_NOATIME, "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME}
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
+                        ctypes.c_char_p]
+_libc.unshare.argtypes = [ctypes.c_int]
+_libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _mount(src: str | None, target: str, fstype: str | None, flags: int, data: str = "") -> None:
+    enc = [None if s is None else s.encode() for s in (src, target, fstype, data or None)]
+    _check(_libc.mount(enc[0], enc[1], enc[2], flags, enc[3]), f"mount {target}")
+
+
+def _mountpoints() -> list[tuple[str, int]]:
+    points = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            path = fields[4].encode().decode("unicode_escape")
+            flags = sum(MOUNT_FLAGS.get(opt, 0) for opt in fields[5].split(","))
+            points.append((path, flags))
+    return points
+
+
+def enter_namespaces(needed: list[str]) -> None:
+    """Private mount/net/IPC/UTS namespaces; everything read-only; fresh tmpfs on tmp dirs;
+    `needed` paths reachable for other uids."""
+    _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    for path, flags in _mountpoints():
+        try:
+            _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags)
+        except OSError:
+            if path == "/":
+                raise
+    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0711,size=1024m")
+    for path in ("/var/tmp", "/dev/shm"):
+        if os.path.isdir(path):
+            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=1m")
+    _expose(needed)
+
+
+def _blocked_ancestor(paths: list[str]) -> str | None:
+    """The shallowest directory above one of `paths` that other users cannot enter."""
+    ancestors = {os.path.dirname(p) for p in paths}
+    for path in list(ancestors):
+        while path != "/":
+            path = os.path.dirname(path)
+            ancestors.add(path)
+    for path in sorted(ancestors, key=lambda a: (a.count("/"), a)):
+        if not os.stat(path).st_mode & 0o001:
+            return path
+    return None
+
+
+def _expose(paths: list[str]) -> None:
+    """Make `paths` (the Python installation, the package) reachable for the job's uid without
+    showing anything else: a directory others cannot enter (e.g. a 0700 home holding the
+    interpreter) is covered by a read-only tmpfs that holds only bind mounts of the way on."""
+    paths = sorted({os.path.realpath(p) for p in paths if os.path.exists(p)})
+    stage = "/tmp/.stage"
+    os.mkdir(stage, 0o700)
+    while (blocked := _blocked_ancestor(paths)) is not None:
+        children = sorted({p[len(blocked):].lstrip("/").split("/")[0] for p in paths
+                           if p.startswith(blocked.rstrip("/") + "/")})
+        for i, child in enumerate(children):
+            _mount_point(f"{stage}/{i}", os.path.join(blocked, child))
+            _mount(os.path.join(blocked, child), f"{stage}/{i}", None, MS_BIND | MS_REC)
+        _mount("tmpfs", blocked, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k")
+        for i, child in enumerate(children):
+            target = os.path.join(blocked, child)
+            _mount_point(target, f"{stage}/{i}")
+            _mount(f"{stage}/{i}", target, None, MS_BIND | MS_REC)
+            _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
+            _check(_libc.umount2(f"{stage}/{i}".encode(), MNT_DETACH), "umount2")
+            os.rmdir(f"{stage}/{i}") if os.path.isdir(f"{stage}/{i}") else os.unlink(f"{stage}/{i}")
+        _mount(None, blocked, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    os.rmdir(stage)
+
+
+def _mount_point(path: str, like: str) -> None:
+    if os.path.isdir(like):
+        os.mkdir(path)
+    else:
+        open(path, "w").close()
