@@ -2,7 +2,7 @@
 
 Used through ``load_tasks("hf:<dataset id>[:config][@split]")``, e.g.
 ``load_tasks("hf:HuggingFaceH4/aime_2024@train")``. Needs the optional ``datasets`` package
-(``pip install 'metaagentx[hf]'``). The mapping is chosen from the dataset id (``MAPPING_BY_ID``,
+(``pip install datasets``). The mapping is chosen from the dataset id (``MAPPING_BY_ID``,
 matched case-insensitively on the part after the owner); unknown ids get ``generic``, which
 looks for the usual field names. Each mapping turns one source row into a row of the
 shared/data schema, which is then validated like a local row (errors name the row index).
@@ -244,8 +244,7 @@ def load_hf_tasks(spec: str, *, split: str | None = None) -> list[Task]:
         import datasets
     except ImportError:
         raise DatasetError(
-            "hf: specs need the 'datasets' package: pip install 'metaagentx[hf]' "
-            "(or pip install datasets)"
+            "hf: specs need the 'datasets' package, which is not installed: pip install datasets"
         ) from None
     split = m.group("split") or split or "test"
     ds = datasets.load_dataset(m.group("id"), m.group("config"), split=split)
