@@ -164,12 +164,13 @@ def test_rl_trainer_starts_from_the_sft_model_folder(tiny_dir, tmp_path, tokeniz
     _write_demos(tmp_path / "data")
     info = train_sft(_cfg(tiny_dir, "--sft.epochs=1"), tmp_path / "data", tmp_path / "sft",
                      progress=False)
-    served = []
+    served: dict[str, int] = {}
 
-    def alternate(messages) -> str:  # right, wrong, right, ...: every task gets both rewards
-        served.append(1)
-        a, b = map(int, re.search(r"(\d) \+ (\d)", messages[-1]["content"]).groups())
-        return f"The answer is \\boxed{{{a + b + len(served) % 2}}}."
+    def alternate(messages) -> str:  # per prompt: right, then wrong: each task gets both
+        text = messages[-1]["content"]
+        served[text] = served.get(text, 0) + 1
+        a, b = map(int, re.search(r"(\d) \+ (\d)", text).groups())
+        return f"The answer is \\boxed{{{a + b + (served[text] + 1) % 2}}}."
 
     cfg = load_config(None, [f"--model.name={info['model_dir']}", "--model.device=cpu",
                              "--rollout.mode=fixed:single", "--rollout.m=1", "--rollout.n=2",
@@ -185,3 +186,24 @@ def test_rl_trainer_starts_from_the_sft_model_folder(tiny_dir, tmp_path, tokeniz
     assert json.loads((out / "metrics.jsonl").read_text())["reward_mean"] == 0.5
     diffs = [not torch.equal(p, q) for p, q in zip(sft_model.parameters(), rl_model.parameters())]
     assert any(diffs)  # RL stepped away from the SFT weights it started from
+    # eval --model <run folder> serves the run's newest checkpoint as a model folder.
+    from metaagentx.sft import resolve_model
+
+    exported, _ = load_model_and_tokenizer(resolve_model(str(out)))
+    assert all(torch.equal(p, q) for p, q in zip(exported.parameters(), rl_model.parameters()))
+    assert resolve_model(info["model_dir"]) == info["model_dir"]
+
+
+def test_baseline_configs_load_and_say_what_they_are():
+    from metaagentx.config import load_config
+
+    root = Path(__file__).resolve().parents[1] / "configs" / "baselines"
+    cfgs = {p.stem: load_config(p) for p in root.glob("*.toml")}
+    assert set(cfgs) == {"sa", "sa-grpo", "fixed-templates", "designer-only", "metaagentx"}
+    g = cfgs["sa-grpo"]
+    assert (g.rollout.mode, g.rollout.m, g.rl.schedule) == ("fixed:single", 1, "executor_only")
+    d = cfgs["designer-only"]
+    assert (d.rl.schedule, d.rl.policy) == ("designer_only", "separate")
+    assert cfgs["metaagentx"].rl.schedule == "stagewise"
+    for p in root.glob("*.toml"):
+        assert "metaagentx eval" in p.read_text()  # each says how it is evaluated

@@ -99,6 +99,7 @@ def _exchanges(calls: list[Call]) -> list[dict[str, Any]]:
 async def _design(
     task: Task, mode: EvalMode, gen: Generator, cfg: Config, temperature: float
 ) -> Design:
+    """The template (fixed modes) or one design by ``gen`` (designed mode)."""
     from metaagentx.mas import runtime
     from metaagentx.mas.templates import template_script
 
@@ -114,13 +115,14 @@ async def _design(
 
 async def run_item(
     task: Task, benchmark: str, sample: int, mode: EvalMode, gen: Generator, cfg: Config,
-    *, label: str, temperature: float,
+    *, label: str, temperature: float, designer: Generator | None = None,
 ) -> dict[str, Any]:
-    """Run one task once (design if asked, then execute), score it, return its JSON row."""
+    """Run one task once (design if asked, then execute), score it, return its JSON row.
+    ``designer`` designs (default ``gen``); ``gen`` plays every agent."""
     from metaagentx.mas import runtime
 
     t0 = time.perf_counter()
-    design = await _design(task, mode, gen, cfg, temperature)
+    design = await _design(task, mode, designer or gen, cfg, temperature)
     if design.rejected or not design.script:
         execution = Execution(outcome=Outcome.REJECTED, reason=design.rejected or "no_script")
     else:
@@ -197,12 +199,13 @@ class _Progress:
 async def evaluate(
     tasks: dict[str, list[Task]], gen: Generator, cfg: Config, *, mode: str, items_path: Path,
     label: str, samples: int = 1, temperature: float | None = None, progress: bool = True,
-    on_item: Callable[[dict[str, Any]], None] | None = None,
+    on_item: Callable[[dict[str, Any]], None] | None = None, designer: Generator | None = None,
 ) -> list[dict[str, Any]]:
     """Evaluate every (benchmark, task, sample) not yet in ``items_path``; return all rows.
 
     ``tasks`` maps a benchmark name to its tasks. Rows are appended as they finish. Items of
-    another mode or label already in the file are an error (use another label)."""
+    another mode or label already in the file are an error (use another label). ``designer``
+    (designed mode) writes the scripts when it is not ``gen`` (a frozen executor baseline)."""
     m = parse_mode(mode)
     items_path.parent.mkdir(parents=True, exist_ok=True)
     rows = read_items(items_path, repair=True)
@@ -224,7 +227,7 @@ async def evaluate(
         async def one(bench: str, task: Task, sample: int) -> None:
             async with sem:
                 row = await run_item(task, bench, sample, m, gen, cfg, label=label,
-                                     temperature=temp)
+                                     temperature=temp, designer=designer)
             f.write(json.dumps(row) + "\n")
             f.flush()
             new.append(row)
@@ -263,7 +266,7 @@ def eval_dir(out_dir: str | Path, label: str) -> Path:
 def run_eval(
     cfg: Config, gen: Generator, *, benchmarks: list[str], mode: str, out_dir: str | Path,
     label: str, samples: int = 1, limit: int = 0, temperature: float | None = None,
-    progress: bool = True,
+    progress: bool = True, designer: Generator | None = None,
 ) -> list[dict[str, Any]]:
     """Load the benchmarks, evaluate (resuming), write ``items.jsonl`` and ``table.md`` under
     ``<out_dir>/eval/<label>/``; return all rows."""
@@ -273,6 +276,6 @@ def run_eval(
     folder = eval_dir(out_dir, label)
     rows = asyncio.run(evaluate(tasks, gen, cfg, mode=mode, items_path=folder / "items.jsonl",
                                 label=label, samples=samples, temperature=temperature,
-                                progress=progress))
+                                progress=progress, designer=designer))
     (folder / "table.md").write_text(render_report({label: rows}))
     return rows

@@ -132,6 +132,42 @@ def save_model_folder(model: Any, tokenizer: Any, folder: str | Path) -> Path:
     return folder
 
 
+def export_run_model(run_dir: str | Path) -> Path:
+    """A save_pretrained folder of a training run's newest checkpoint (for eval and serving).
+
+    ``run_dir`` is a run folder (``config.toml`` + ``checkpoints/``) or, in separate-policy
+    mode, its ``designer/`` subfolder. The base model named in the run's config is loaded,
+    the checkpoint's weights put into it, and the result saved once under
+    ``<run_dir>/export/step_XXXXXX`` (reused when present)."""
+    from metaagentx.backends.models import load_model_and_tokenizer
+    from metaagentx.config import load_config
+    from metaagentx.rl.checkpoint import latest_checkpoint, load_checkpoint
+
+    run = Path(run_dir)
+    last = latest_checkpoint(run)
+    if last is None:
+        raise FileNotFoundError(f"{run}: no checkpoints/step_* folder to export")
+    own = run / "config.toml"
+    rcfg = load_config(own if own.is_file() else run.parent / "config.toml")
+    base = rcfg.model.name
+    if not own.is_file() and run.name == "designer":
+        base = rcfg.model.designer_name or base
+    target = run / "export" / last.name
+    if (target / "config.json").is_file():
+        return target
+    model, tokenizer = load_model_and_tokenizer(base, dtype=rcfg.model.dtype, device="cpu")
+    load_checkpoint(last, model=model, restore_rng=False)
+    return save_model_folder(model, tokenizer, target)
+
+
+def resolve_model(name: str) -> str:
+    """``name`` unchanged, unless it is a training run folder: then its exported model."""
+    path = Path(name).expanduser()
+    if path.is_dir() and (path / "checkpoints").is_dir() and not (path / "config.json").exists():
+        return str(export_run_model(path))
+    return name
+
+
 def sft_config(cfg: Config, out_dir: str | Path) -> Config:
     """The config saved with an SFT run (its out_dir set)."""
     return replace(cfg, run=replace(cfg.run, out_dir=str(out_dir)))

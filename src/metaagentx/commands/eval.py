@@ -16,7 +16,12 @@ import argparse
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=None, help="TOML config (defaults when omitted)")
-    p.add_argument("--model", default=None, help="model name/path (overrides model.name)")
+    p.add_argument("--model", default=None,
+                   help="model name, folder, or training run folder (its newest checkpoint); "
+                        "overrides model.name")
+    p.add_argument("--designer-model", default=None,
+                   help="designed mode: a different model writes the scripts (e.g. a trained "
+                        "designer with a frozen executor); same forms as --model")
     p.add_argument("--benchmarks", default=None,
                    help="comma-separated specs, e.g. aime24,apps or generated:arith "
                         "(default: data.eval of the config)")
@@ -45,20 +50,24 @@ def run(args: argparse.Namespace) -> int:
     from metaagentx.backends import load_generator
     from metaagentx.config import load_config
     from metaagentx.eval import eval_dir, parse_mode, run_eval
+    from metaagentx.sft import resolve_model
 
     overrides = list(args.overrides)
     if args.model:
-        overrides.append(f"--model.name={args.model}")
+        overrides.append(f"--model.name={resolve_model(args.model)}")
     cfg = load_config(args.config, overrides)
     mode = parse_mode(args.mode)
     benchmarks = [b for b in (args.benchmarks or cfg.data.eval).split(",") if b]
     label = args.label or mode.name.replace("fixed:", "").replace(":", "-")
     out = args.out or cfg.run.out_dir
     gen = load_generator(cfg)
+    designer = None
+    if args.designer_model:
+        designer = load_generator(cfg, model=resolve_model(args.designer_model))
     limit = cfg.data.eval_limit if args.limit is None else args.limit
     run_eval(cfg, gen, benchmarks=benchmarks, mode=args.mode, out_dir=out, label=label,
              samples=args.samples, limit=limit, temperature=args.temperature,
-             progress=not args.no_progress)
+             progress=not args.no_progress, designer=designer)
     folder = eval_dir(out, label)
     print((folder / "table.md").read_text(), end="")
     print(f"items: {folder / 'items.jsonl'}")
