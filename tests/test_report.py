@@ -84,6 +84,16 @@ def test_compare_with_a_run_folder() -> None:
     assert [m["step"] for m in data.compare_metrics] == list(range(8))  # its curve is overlaid
 
 
+def test_pair_names_the_labels(tmp_path: Path) -> None:
+    data = load_run(RUN, pair=("step_000008", "step_000000"))  # reversed on purpose
+    assert data.pair == ("step_000008", "step_000000")
+    with pytest.raises(ValueError, match="no evaluation labelled 'step_9'.*step_000000"):
+        load_run(RUN, pair=("step_9", "step_000000"))
+    assert main(["report", str(RUN), "--pair", "step_000008,step_000000",
+                 "--out", str(tmp_path)]) == 0
+    assert "| newly_failed | 3 |" in (tmp_path / "summary.md").read_text()  # 3 gains reversed
+
+
 def test_report_of_an_empty_run_says_what_is_missing(tmp_path: Path) -> None:
     out = build_report(tmp_path, out=tmp_path / "r")
     page = (out / "report.html").read_text()

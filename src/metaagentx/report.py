@@ -10,7 +10,8 @@ JavaScript for filtering: it opens offline), ``figures/*.png`` and ``summary.md`
 
 Attribution compares the last evaluation of ``OTHER`` (a run folder, an eval folder or an
 items.jsonl) with the last evaluation of ``RUN_DIR``; without ``--compare`` it compares the
-first and last evaluation labels of ``RUN_DIR`` (natural order), when it has two.
+first and last evaluation labels of ``RUN_DIR`` (natural order), when it has two;
+``--pair BEFORE,AFTER`` names the two labels instead.
 """
 
 from __future__ import annotations
@@ -67,8 +68,10 @@ class RunData:
     compare_name: str = ""
 
 
-def load_run(run_dir: str | Path, compare: str | Path | None = None) -> RunData:
-    """Read everything the report needs; what is missing becomes a note, not an error."""
+def load_run(run_dir: str | Path, compare: str | Path | None = None,
+             pair: tuple[str, str] | None = None) -> RunData:
+    """Read everything the report needs; what is missing becomes a note, not an error.
+    ``pair`` names the (before, after) evaluation labels for attribution explicitly."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run folder not found: {run_dir}")
@@ -82,12 +85,17 @@ def load_run(run_dir: str | Path, compare: str | Path | None = None) -> RunData:
     notes = [str(w.message) for w in caught]
     if compare and not baseline:
         raise FileNotFoundError(f"--compare {compare}: no items.jsonl found there")
-    pair = None
     if baseline:
         tag = Path(compare).name if (Path(compare) / "eval").is_dir() else "baseline"
         baseline = {f"{tag}:{k}": v for k, v in baseline.items()}
-        if evals:
-            pair = (list(baseline)[-1], list(evals)[-1])
+    labels = [*baseline, *evals]
+    if pair is not None:
+        for label in pair:
+            if label not in labels:
+                raise ValueError(f"--pair: no evaluation labelled {label!r}; "
+                                 f"choose from {', '.join(labels) or 'none'}")
+    elif baseline and evals:
+        pair = (list(baseline)[-1], list(evals)[-1])
     elif len(evals) >= 2:
         pair = (list(evals)[0], list(evals)[-1])
     for what, missing in (("metrics.jsonl", not metrics), ("eval/<label>/items.jsonl", not evals),
@@ -322,9 +330,10 @@ def render_summary(data: RunData, tabs: dict[str, str], figs: dict[str, Path], o
 
 
 def build_report(run_dir: str | Path, *, compare: str | Path | None = None,
-                 out: str | Path | None = None, max_systems: int = 12) -> Path:
-    """Write report.html, figures/*.png and summary.md; return the output folder."""
-    data = load_run(run_dir, compare)
+                 out: str | Path | None = None, max_systems: int = 12,
+                 pair: tuple[str, str] | None = None) -> Path:
+    """Write report.html, figures/*.png, summary.md and analysis.json; return the folder."""
+    data = load_run(run_dir, compare, pair)
     out = Path(out) if out else data.run_dir / "report"
     out.mkdir(parents=True, exist_ok=True)
     tabs, figs = tables(data), figures(data, out)
