@@ -102,3 +102,24 @@ def test_callable_from_threads_and_asyncio():
         return await asyncio.gather(*(math_reward_async(r, a) for r, a in answers[:4]))
 
     assert [r for r, _ in asyncio.run(many())] == [0.0, 1.0, 1.0, 0.0]
+
+
+def test_a_worker_dying_mid_job_is_recorded_and_replaced():
+    import threading
+    import time
+
+    from metaagentx.tasks import math as math_mod
+
+    math_reward(r"\boxed{1}", "1")  # a warm worker exists
+
+    def kill_workers():
+        time.sleep(1.0)
+        for worker in list(math_mod._pool()._all):
+            worker.proc.kill()
+
+    killer = threading.Thread(target=kill_workers)
+    killer.start()
+    reward, reason = math_reward_details(r"\boxed{9^{9^{9}}}", "5", timeout_s=30.0)
+    killer.join()
+    assert reward == 0.0 and reason.startswith("verifier_crashed")
+    assert math_reward(r"\boxed{5}", "5") == 1.0

@@ -109,9 +109,13 @@ class _Worker:
             if self.read_line(STARTUP_TIMEOUT_S) is None:
                 raise RuntimeError("math-verify worker did not start in time")
             self.ready = True
-        self.proc.stdin.write((json.dumps(job) + "\n").encode())
-        self.proc.stdin.flush()
-        return self.read_line(timeout_s)
+        try:
+            self.proc.stdin.write((json.dumps(job) + "\n").encode())
+            self.proc.stdin.flush()
+            return self.read_line(timeout_s)
+        except (RuntimeError, OSError):  # it died on this input (e.g. a C-level crash)
+            self.proc.wait()
+            return {"ok": False, "reason": f"verifier_crashed (exit {self.proc.returncode})"}
 
     def kill(self) -> None:
         self.proc.kill()
@@ -141,7 +145,7 @@ class _Pool:
             except BaseException:
                 self._discard(worker)
                 raise
-            if result is None:  # past the limit: the worker may be stuck forever
+            if result is None or worker.proc.poll() is not None:  # stuck or dead: replace it
                 self._discard(worker)
             else:
                 with self._lock:
@@ -177,7 +181,8 @@ def _pool() -> _Pool:
 def math_reward_details(
     response: str, answer: str, *, timeout_s: float = DEFAULT_TIMEOUT_S
 ) -> tuple[float, str]:
-    """(reward, reason): reason is correct | wrong | no_answer | unparsable_answer | timeout."""
+    """(reward, reason): reason is correct | wrong | no_answer | unparsable_answer | timeout
+    (or verifier_crashed / verify_error: ... when math-verify itself failed on this input)."""
     pred = extract_final_answer(response or "")
     if pred is None:
         return 0.0, "no_answer"
