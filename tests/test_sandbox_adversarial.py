@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
+import time
 import tracemalloc
 from pathlib import Path
 
@@ -251,3 +253,49 @@ print('ppid', os.getppid())
     assert lines[-1] == "ppid 0"  # the parent is outside the job's PID namespace
     assert _pid_alive(os.getpid()) and _pid_alive(server)
     assert default_sandbox().isolation().server_pid == server
+
+
+def test_a_private_home_stays_hidden():
+    _need_namespaces()
+    home = Path.home()
+    if home.stat().st_mode & 0o001:
+        pytest.skip(f"{home} is enterable by other users; nothing to hide")
+    secret = home / f".metaagentx-sandbox-secret-{os.getpid()}"
+    secret.write_text("hunter2")
+    secret.chmod(0o644)  # readable by anyone who can reach it
+    try:
+        res = run_untrusted(f"print(open({str(secret)!r}).read())", timeout_s=10, memory_mb=256)
+    finally:
+        secret.unlink()
+    assert "hunter2" not in res.stdout
+    assert "FileNotFoundError" in res.stderr or "PermissionError" in res.stderr, res.stderr
+
+
+def _wait_until(condition, limit_s: float = 15.0) -> bool:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+def test_server_and_jobs_die_when_the_parent_is_killed(tmp_path):
+    _need_namespaces()
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "from metaagentx.mas.sandbox import default_sandbox, run_untrusted\n"
+        "print(default_sandbox().isolation().server_pid, flush=True)\n"
+        "run_untrusted('import time\\ntime.sleep(120)', timeout_s=120, memory_mb=256)\n")
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        server = int(proc.stdout.readline())
+        children = Path(f"/proc/{server}/task/{server}/children")
+        assert _wait_until(lambda: children.read_text().split() != []), "job never started"
+        job = int(children.read_text().split()[0])
+        assert _pid_alive(job)
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+    assert _wait_until(lambda: not _pid_alive(server) and not _pid_alive(job))

@@ -66,7 +66,9 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import json
+import math
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -140,11 +142,26 @@ class Sandbox:
             self._stop()
 
     def _start(self) -> None:
+        _raise_fd_limit()
+        info = self._spawn(self._isolate)
+        if info["reason"].startswith("namespace setup failed"):
+            self._stop()  # a half-made namespace setup: start clean without namespaces
+            reason = info["reason"]
+            info = self._spawn(False)
+            info["reason"] = reason
+        lost = () if info["isolated"] else LOST_WITHOUT_NAMESPACES
+        self._info = Isolation(info["isolated"], info["reason"], lost, info["pid"])
+        if lost and not self._warned:
+            self._warned = True
+            warnings.warn(f"sandbox runs without namespaces ({info['reason']}); lost: "
+                          + ", ".join(lost), RuntimeWarning, stacklevel=4)
+
+    def _spawn(self, isolate: bool) -> dict:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         script = Path(__file__).with_name("_sandbox_server.py")
         pkg_root = str(Path(__file__).resolve().parents[2])
         cmd = [sys.executable, "-I", "-S", "-B", str(script), str(theirs.fileno()), pkg_root,
-               "1" if self._isolate else "0"]
+               "1" if isolate else "0"]
         try:
             self._proc = subprocess.Popen(
                 cmd, pass_fds=[theirs.fileno()], env={}, start_new_session=True,
@@ -153,11 +170,9 @@ class Sandbox:
             theirs.close()
         ours.settimeout(SERVER_START_TIMEOUT_S)
         try:
-            ready = ours.recv(4096)
+            ready, error = ours.recv(4096), None
         except OSError as exc:
             ready, error = b"", exc
-        else:
-            error = None
         if not ready:
             ours.close()
             self._proc.kill()
@@ -166,13 +181,7 @@ class Sandbox:
             raise SandboxError(f"sandbox fork server did not start: {error or 'exited'}")
         ours.settimeout(None)
         self._sock = ours
-        info = json.loads(ready)
-        lost = () if info["isolated"] else LOST_WITHOUT_NAMESPACES
-        self._info = Isolation(info["isolated"], info["reason"], lost, info["pid"])
-        if lost and not self._warned:
-            self._warned = True
-            warnings.warn(f"sandbox runs without namespaces ({info['reason']}); lost: "
-                          + ", ".join(lost), RuntimeWarning, stacklevel=4)
+        return json.loads(ready)
 
     def _stop(self) -> None:
         if self._sock is not None:
@@ -210,8 +219,8 @@ class Sandbox:
         """Run `code`; see the module docstring. Retries once if the server died mid-launch."""
         if not isinstance(code, str):
             raise TypeError(f"code must be str, got {type(code).__name__}")
-        if not timeout_s > 0:
-            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        if not (timeout_s > 0 and math.isfinite(timeout_s)):
+            raise ValueError(f"timeout_s must be a finite number > 0, got {timeout_s}")
         if memory_mb < 32:
             raise ValueError(f"memory_mb must be >= 32, got {memory_mb}")
         spec = {"code": code, "timeout_s": float(timeout_s), "memory_mb": int(memory_mb),
@@ -250,6 +259,14 @@ class Sandbox:
         """In a forked child the server belongs to the parent: start a fresh one when needed."""
         self._lock = threading.Lock()
         self._proc = self._sock = None
+
+
+def _raise_fd_limit() -> None:
+    """Each running job holds 4 descriptors here; lift a low soft limit (e.g. 1024) to the hard."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 65536 if hard == resource.RLIM_INFINITY else min(hard, 65536)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
 
 
 _local = threading.local()
