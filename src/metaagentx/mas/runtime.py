@@ -222,11 +222,13 @@ async def execute(script: str, task: Task, generator: Generator, *, mas: MASConf
 
 
 def designer_messages(task: Task) -> list[dict[str, str]]:
-    """The designer's chat: system = ``mas/prompts/designer.md``, user = the task."""
+    """The designer's chat: system = ``mas/prompts/designer.md``, user = the task and a
+    reminder of the reply format (small models follow a trailing instruction best)."""
     system = resources.files("metaagentx.mas").joinpath("prompts/designer.md").read_text()
     kind = "programming problem" if task.kind == "code" else "math problem"
     return [{"role": "system", "content": system},
-            {"role": "user", "content": f"Design a team for this {kind}:\n\n{task_question(task)}"}]
+            {"role": "user", "content": f"Design a team for this {kind}:\n\n{task_question(task)}"
+             "\n\nReply with the ```python script only; it must call submit(...)."}]
 
 
 def _classify(script: str) -> str:

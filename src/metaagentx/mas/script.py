@@ -47,12 +47,13 @@ _FENCE_RE = re.compile(r"```[ \t]*(python3?|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOT
 _FORMAT_DUNDER_RE = re.compile(r"\{[^{}]*__")  # "{0.__class__}".format(x) reaches attributes
 
 
-def _candidates(text: str) -> list[tuple[int, str]]:
-    found = [(m.start(), m.group(1)) for m in _SCRIPT_TAG_RE.finditer(text)]
+def _candidates(text: str) -> list[tuple[int, bool, str]]:
+    """(position, tagged as Python, body) of every script tag and code fence, in order."""
+    found = [(m.start(), True, m.group(1)) for m in _SCRIPT_TAG_RE.finditer(text)]
     for m in _FENCE_RE.finditer(text):
-        if not any(start <= m.start() <= start + len(body) for start, body in found):
-            found.append((m.start(), m.group(2)))
-    return sorted((pos, body.strip()) for pos, body in found if body.strip())
+        if not any(start <= m.start() <= start + len(body) for start, _, body in found):
+            found.append((m.start(), m.group(1) is not None, m.group(2)))
+    return sorted((pos, tagged, body.strip()) for pos, tagged, body in found if body.strip())
 
 
 def extract_script(text: str | None) -> str | None:
@@ -60,17 +61,18 @@ def extract_script(text: str | None) -> str | None:
 
     Candidates are ```python (or ```py, or bare ```) fenced blocks and ``<script>...</script>``
     spans; an unclosed last fence or tag (output cut off) counts. The last candidate that
-    calls ``submit(`` wins, else the last candidate. With no candidate, the whole text is the
-    script when it parses as Python and calls ``submit(``.
+    calls ``submit(`` wins, else the last one marked as Python (tag or ```python), else the
+    last bare fence (often the program's sample output). With no candidate, the whole text is
+    the script when it parses as Python and calls ``submit(``.
     """
     if not text:
         return None
-    candidates = [body for _, body in _candidates(text)]
-    with_submit = [c for c in candidates if "submit(" in c]
-    if with_submit:
-        return with_submit[-1]
-    if candidates:
-        return candidates[-1]
+    found = _candidates(text)
+    ranked = ([b for _, _, b in found if "submit(" in b], [b for _, t, b in found if t],
+              [b for _, _, b in found])
+    for group in ranked:
+        if group:
+            return group[-1]
     stripped = text.strip()
     if "submit(" in stripped:
         try:
