@@ -64,6 +64,8 @@ def test_report_files(report_dir: Path) -> None:
     assert "| step_000008 | 100.00 | – | 100.00 | 50.00 | 0.00 | – | 62.50* |" in summary
     assert "| design | 2 | newly solved with a different structure |" in summary
     assert "share of the gain from design: 66.7%" in summary
+    # training samples: 4 executions, agents 2+2+1+0, 1 timeout without calls, calls 2,3,1,0
+    assert "| training samples (step 6) | 4 | 1.25 | 2 | 100.0% | 1.50 |" in summary
     assert "(quoted from the paper)" in summary and "![Training curves](figures/curves.png)" in summary
 
 

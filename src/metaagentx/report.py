@@ -149,36 +149,49 @@ def tables(data: RunData) -> dict[str, str]:
         t["structures"] = _md(head, [[label, b, *(d.get(s, 0) for s in A.STRUCTURES)]
                                      for label, items in data.evals.items()
                                      for b, d in A.structure_distribution(items).items()])
-        divs = {label: A.diversity(items) for label, items in data.evals.items()}
-        t["diversity"] = _md(
-            ["Evaluation", "Systems", "Agents/system", "Distinct role names",
-             "Agents with a unique system prompt", "Calls/execution", "Most common roles"],
-            [[label, d["systems"], d["agents_per_system"], d["distinct_role_names"],
-              f"{100 * d['unique_prompt_fraction']:.1f}%", d["calls_per_execution"],
-              ", ".join(f"{n} ({c})" for n, c in d["top_role_names"][:5])]
-             for label, d in divs.items()])
         t["cost"] = _md(["Evaluation", "Structure", "Items", "Tasks", "Accuracy %",
                          "Tokens/task", "Calls/task"],
                         [[label, s, c["items"], c["tasks"], 100 * c["accuracy"],
                           round(c["tokens_per_task"]), c["calls_per_task"]]
                          for label, items in data.evals.items()
                          for s, c in A.cost_by_structure(items).items()])
+    sources = dict(data.evals)
+    if data.train_items:
+        steps = sorted({i["step"] for i in data.train_items})
+        sources[f"training samples (step {', '.join(map(str, steps))})"] = data.train_items
+    if sources:
+        t["diversity"] = _diversity_table(sources)
     if data.pair:
-        before, after = data.pair
-        att = A.attribution(data.evals[before], data.evals[after])
-        share = "–" if att.design_share is None else f"{100 * att.design_share:.1f}%"
-        t["attribution"] = _md(["Outcome", "Tasks", "Meaning"], [
-            ["design", att.counts["design"], "newly solved with a different structure"],
-            ["execution", att.counts["execution"], "newly solved with the same structure"],
-            ["newly_failed", att.counts["newly_failed"], "solved before, not after"],
-            ["both_solved", att.counts["both_solved"], ""],
-            ["both_failed", att.counts["both_failed"], ""],
-        ]) + (f"\nFrom `{before}` to `{after}`: share of the gain from design: {share}; "
-              f"tasks in only one of them: {att.unmatched}.\n")
-        if att.structure_changes:
-            t["attribution"] += "\n" + _md(["Structure change", "Tasks"],
-                                           [[k, v] for k, v in att.structure_changes.items()])
+        t["attribution"] = _attribution_table(data)
     return t
+
+
+def _diversity_table(sources: dict[str, list[dict]]) -> str:
+    divs = {label: A.diversity(items) for label, items in sources.items()}
+    return _md(["Source", "Systems", "Agents/system", "Distinct role names",
+                "Agents with a unique system prompt", "Calls/execution", "Most common roles"],
+               [[label, d["systems"], d["agents_per_system"], d["distinct_role_names"],
+                 f"{100 * d['unique_prompt_fraction']:.1f}%", d["calls_per_execution"],
+                 ", ".join(f"{n} ({c})" for n, c in d["top_role_names"][:5])]
+                for label, d in divs.items()])
+
+
+def _attribution_table(data: RunData) -> str:
+    before, after = data.pair or ("", "")
+    att = A.attribution(data.evals[before], data.evals[after])
+    share = "–" if att.design_share is None else f"{100 * att.design_share:.1f}%"
+    md = _md(["Outcome", "Tasks", "Meaning"], [
+        ["design", att.counts["design"], "newly solved with a different structure"],
+        ["execution", att.counts["execution"], "newly solved with the same structure"],
+        ["newly_failed", att.counts["newly_failed"], "solved before, not after"],
+        ["both_solved", att.counts["both_solved"], ""],
+        ["both_failed", att.counts["both_failed"], ""],
+    ]) + (f"\nFrom `{before}` to `{after}`: share of the gain from design: {share}; "
+          f"tasks in only one of them: {att.unmatched}.\n")
+    if att.structure_changes:
+        md += "\n" + _md(["Structure change", "Tasks"],
+                         [[k, v] for k, v in att.structure_changes.items()])
+    return md
 
 
 # -- figures --------------------------------------------------------------------------------
