@@ -7,7 +7,9 @@ import asyncio
 import os
 import signal
 import threading
+import time
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -212,3 +214,33 @@ def test_a_job_the_server_cannot_start_fails_loudly_and_the_server_keeps_serving
         job.close()
     assert run_untrusted("print(2)", timeout_s=10, memory_mb=256).stdout == "2\n"
     assert box.isolation().server_pid == server
+
+
+class _Interrupt(Exception):
+    pass
+
+
+def test_an_interrupted_sync_call_kills_its_job_and_leaves_the_api_usable():
+    box = default_sandbox()
+    server = box.isolation().server_pid
+    children = Path(f"/proc/{server}/task/{server}/children")
+
+    def interrupt(signum, frame):
+        raise _Interrupt()
+
+    previous = signal.signal(signal.SIGUSR1, interrupt)
+    timer = threading.Timer(0.5, signal.pthread_kill, (threading.main_thread().ident,
+                                                       signal.SIGUSR1))
+    timer.start()
+    try:
+        with pytest.raises(_Interrupt):
+            run_untrusted("import time\ntime.sleep(60)", timeout_s=60, memory_mb=256)
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGUSR1, previous)
+    for _ in range(200):  # the server reaps the killed job
+        if not children.read_text().split():
+            break
+        time.sleep(0.05)
+    assert children.read_text().split() == []
+    assert run_untrusted("print('next')", timeout_s=10, memory_mb=256).stdout == "next\n"

@@ -255,7 +255,10 @@ class Server:
         os.close(job.pidfd)
         if not self.isolated:
             _kill(job.pid, False)  # leftovers in the job's process group
-        shutil.rmtree(job.workdir, ignore_errors=True)
+        try:
+            os.rmdir(job.workdir)  # the common case: the job left nothing behind
+        except OSError:
+            shutil.rmtree(job.workdir, ignore_errors=True)
         if self.by_ctl.pop(job.ctl.fileno(), None) is not None:
             self.poller.unregister(job.ctl.fileno())
         msg = {"exit_code": os.waitstatus_to_exitcode(status), "timed_out": job.timed_out,

@@ -64,6 +64,7 @@ from __future__ import annotations
 import array
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
 import json
 import math
@@ -251,7 +252,15 @@ class Sandbox:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return _thread_loop().run_until_complete(coro)
+            loop = _thread_loop()
+            task = loop.create_task(coro)
+            try:
+                return loop.run_until_complete(task)
+            except BaseException:  # e.g. KeyboardInterrupt: stop the job, keep the loop clean
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    loop.run_until_complete(task)
+                raise
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             return pool.submit(asyncio.run, coro).result()
 
