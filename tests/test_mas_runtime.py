@@ -203,3 +203,27 @@ def test_design_extracts_checks_and_classifies():
     assert d.rejected == "no_script" and d.script == "" and d.call is not None
     d = asyncio.run(design(MATH, ScriptedGenerator(["x"], max_prompt_tokens=50)))
     assert d.rejected == "prompt_too_long" and d.call is None
+
+
+def test_code_task_submits_the_program_and_api_imports_work():
+    gen = ScriptedGenerator(["Here:\n```python\nn = int(input())\nprint(2 * n)\n```\nDone."])
+    script = ("from metaagentx.mas.api import Agent, single, submit\n"
+              "from metaagentx.mas import api\n"
+              "coder = Agent('coder', 'write code')\napi.submit(single(coder, QUESTION))")
+    ex = run(script, gen, CODE)
+    assert ex.outcome == Outcome.SUBMITTED, ex.reason
+    assert ex.answer == "n = int(input())\nprint(2 * n)"
+
+
+def test_script_globals_block_imports_and_builtins_in_process():
+    from metaagentx.mas import api
+    from metaagentx.mas.script import ALLOWED_MODULES, FORBIDDEN_NAMES
+
+    g = api._script_globals("Q?", "math", list(ALLOWED_MODULES), sorted(FORBIDDEN_NAMES))
+    assert g["QUESTION"] == "Q?" and g["submit"] is api.submit
+    exec("import math\nx = math.floor(2.5)", g)
+    assert g["x"] == 2
+    with pytest.raises(ImportError, match="'os' is not allowed"):
+        exec("import os", g)
+    with pytest.raises(NameError):
+        exec("open('x')", g)
