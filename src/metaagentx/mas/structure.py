@@ -11,17 +11,20 @@ The answer comes from the program's syntax tree, never from what the model says 
    ``router`` wins over the blocks it routes to; two different other blocks -> ``other``.
    A script that defines its own function with a block's name is analysed as hand-written.
 2. **Hand-written patterns**, from a flow-insensitive data-flow analysis: which agents are
-   created (``Agent(...)``, lists and dicts of them), which ``.ask`` calls each makes, and
-   whose answers flow into each ask's message, into ``run_python`` and into ``submit``:
+   created (``Agent(...)``, lists and dicts of them), which ``.ask`` / ``ask_all`` calls
+   each makes, and whose answers flow into each ask's message, into ``run_python`` and into
+   ``submit`` (order-insensitive, so loops and helper functions are followed):
 
    - ``solver_tester``: ``run_python`` runs text that an agent wrote;
-   - ``router``: an agent's answer picks, by ``if`` or by dict key, which agent is asked;
+   - ``router``: an agent's answer picks which agent is asked, by dict key or by an ``if``
+     whose two branches ask different agents (an early exit is not a route);
    - ``single``: one agent asked once;
    - ``debate``: peers read each other's answers (a group whose asks depend on the group,
      or a feedback cycle in which at least two agents first answer on their own);
    - ``reflection``: a feedback cycle of two agents where only one answers first, a
      solver whose answer one critic revises, or one agent refining its own answer;
-   - ``ensemble``: two or more independent answers combined by a judge or a vote;
+   - ``ensemble``: two or more independent answers combined by a judge or a vote (one
+     agent sampled several times and voted counts: self-consistency);
    - anything else (pipelines of three agents, no asks at all, a syntax error) -> ``other``.
 """
 
