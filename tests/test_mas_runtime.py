@@ -135,7 +135,10 @@ def test_run_python_stdin_print_and_imports():
     ("a = Agent('a')\na.ask(QUESTION)\nif False:\n    submit(1)", Outcome.NO_ANSWER, "without"),
     ("import os\nsubmit(1)", Outcome.REJECTED, "forbidden_import"),
     ("x = 1 / 0\nsubmit(x)", Outcome.RUNTIME_ERROR, "ZeroDivisionError: division by zero"),
-    ("while True:\n    pass\nsubmit(1)", Outcome.TIMEOUT, None),
+    ("while True:\n    pass\nsubmit(1)", Outcome.TIMEOUT, "ran past mas.timeout_s=2.0"),
+    ("while True:\n    print('x' * 100000)\nsubmit(1)", Outcome.RUNTIME_ERROR,
+     "killed: output_limit"),
+    ("x = 'a' * 10 ** 10\nsubmit(1)", Outcome.RUNTIME_ERROR, "MemoryError"),
     ("a = Agent('a')\nfor i in range(3):\n    a.ask('hi')\nsubmit(1)", Outcome.BUDGET_EXCEEDED,
      "call budget"),
     ("a = Agent('a')\ntry:\n    a.ask('x'); a.ask('y'); a.ask('z')\nexcept:\n    pass\n"
@@ -150,7 +153,7 @@ def test_run_python_stdin_print_and_imports():
 def test_outcomes(script, outcome, reason):
     gen = ScriptedGenerator(["\\boxed{1}"], max_prompt_tokens=300)
     mas = MASConfig(max_calls=2, max_tokens=6 if "QUESTION)\n" in script else 1000,
-                    timeout_s=2.0 if "while" in script else 20.0)
+                    timeout_s=2.0 if script.startswith("while True:\n    pass") else 20.0)
     ex = run(script, gen, mas=mas)
     assert ex.outcome == outcome, (ex.outcome, ex.reason)
     if reason:

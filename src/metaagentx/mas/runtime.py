@@ -191,11 +191,13 @@ def _outcome(run: _Run, result: Any, mas: MASConfig) -> tuple[Outcome, str | Non
         return run.stop.outcome, run.stop.reason
     if run.answer is not None:
         return Outcome.SUBMITTED, None
-    if result.timed_out:
-        return Outcome.TIMEOUT, result.killed_reason or f"ran past mas.timeout_s={mas.timeout_s}"
+    if result.timed_out or result.killed_reason == "cpu_time":
+        return Outcome.TIMEOUT, f"{result.killed_reason or 'timeout'}: ran past mas.timeout_s=" \
+            f"{mas.timeout_s}"
+    if result.killed_reason:  # output_limit, signal:...: the sandbox's reason says more
+        return Outcome.RUNTIME_ERROR, f"killed: {result.killed_reason}"
     if result.exit_code != 0:
-        reason = _last_line(result.stderr) or result.killed_reason or f"exit {result.exit_code}"
-        return Outcome.RUNTIME_ERROR, reason
+        return Outcome.RUNTIME_ERROR, _last_line(result.stderr) or f"exit {result.exit_code}"
     return Outcome.NO_ANSWER, "the script ended without calling submit"
 
 
