@@ -299,3 +299,18 @@ def test_server_and_jobs_die_when_the_parent_is_killed(tmp_path):
         proc.wait()
         proc.stdout.close()
     assert _wait_until(lambda: not _pid_alive(server) and not _pid_alive(job))
+
+
+def test_other_processes_are_invisible_in_proc():
+    _need_namespaces()
+    code = f"""
+import os
+mine = sorted(p for p in os.listdir('/proc') if p.isdigit())
+print(mine == [os.readlink('/proc/self')], os.path.exists('/proc/{os.getpid()}'))
+try:
+    print(open('/proc/{os.getpid()}/cmdline', 'rb').read())
+except OSError as exc:
+    print('cmdline unreadable', type(exc).__name__)
+"""
+    res = run_untrusted(code, timeout_s=10, memory_mb=256)
+    assert res.stdout.splitlines() == ["True False", "cmdline unreadable FileNotFoundError"]

@@ -2,8 +2,9 @@
 
 `enter_namespaces(needed)` moves the calling process into private mount, network, IPC and UTS
 namespaces; remounts every mount read-only; covers /tmp (mode 0711: job directories go there),
-/var/tmp and /dev/shm with private tmpfs mounts nobody else can write to; and makes the
-`needed` paths (the Python installation, the package) reachable for unprivileged job uids.
+/var/tmp and /dev/shm with private tmpfs mounts nobody else can write to; makes the
+`needed` paths (the Python installation, the package) reachable for unprivileged job uids; and
+mounts a procfs with hidepid=2 over /proc, so a job sees only its own processes.
 The host's mounts are untouched: everything happens in the new mount namespace.
 """
 
@@ -66,6 +67,9 @@ def enter_namespaces(needed: list[str]) -> None:
         if os.path.isdir(path):
             _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=1m")
     _expose(needed)
+    # A fresh procfs where each uid sees only its own processes: jobs cannot read other
+    # processes' command lines, environments or open files (the server, as root, sees all).
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2")
 
 
 def _blocked_ancestor(paths: list[str]) -> str | None:

@@ -31,7 +31,8 @@ tests/test_sandbox_adversarial.py):
   process it started, including double-forked, setsid'd daemons.
 - Environment: the job gets PATH, HOME/TMPDIR (its working directory), LANG and the channel fd
   only; the server was started with an empty environment, so no parent secret reaches it.
-  Other processes' /proc/<pid>/environ is unreadable (different uid).
+- Other processes: /proc is a procfs with hidepid=2, so the job sees only its own processes
+  (no command lines, environments or open files of the parent or other jobs).
 - Files: the job's working directory (empty, private, removed afterwards) is the only
   writable place. Every mount is remounted read-only in the server's mount namespace, and
   /tmp, /var/tmp, /dev/shm are private tmpfs mounts the job cannot write to (so
@@ -43,7 +44,7 @@ tests/test_sandbox_adversarial.py):
 
 What is NOT isolated:
 - Reading: the job can read every world-readable file (installed packages, the repository,
-  /etc) and list the host's processes and their command lines in /proc.
+  /etc, the data folder).
 - Jobs of one server share one (empty) network namespace, so two running jobs could talk over
   abstract Unix sockets; their files and processes are separated by uid.
 - No cgroup: CPU is bounded per process by RLIMIT_CPU, not as a share; memory is bounded per
