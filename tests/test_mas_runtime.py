@@ -80,6 +80,13 @@ def test_ensemble_majority_and_judge():
     assert "Candidate 3:\n\\boxed{7}" in ex.calls[-1].messages[-1]["content"]
 
 
+def test_ensemble_of_one_agent_repeated_samples_independently():
+    gen = ScriptedGenerator(["\\boxed{3}", "\\boxed{4}", "\\boxed{4}"])
+    ex = run("s = Agent('s', 'solve')\nsubmit(ensemble([s] * 3, QUESTION))", gen)
+    assert ex.answer == "4" and gen.batch_sizes == [3]
+    assert all(len(c.messages) == 2 for c in ex.calls)  # no shared history between copies
+
+
 def test_debate_rounds_share_answers_then_judge():
     gen = ScriptedGenerator(by_role({"the judge": "\\boxed{42}", "Other agents": "I now say 42",
                                      "A": "\\boxed{40}", "B": "\\boxed{44}"}))

@@ -193,6 +193,19 @@ def majority_vote(answers: list[str]) -> tuple[str, bool]:
     return answers[keys.index(winner)], best * 2 > len(answers)
 
 
+def _distinct(agents: list[Agent]) -> list[Agent]:
+    """``[solver] * 3`` -> three independent copies (same name and prompt, own histories)."""
+    out: list[Agent] = []
+    for agent in agents:
+        if any(a is agent for a in out):
+            twin = Agent(agent.name, agent.system_prompt, temperature=agent.temperature,
+                         max_tokens=agent.max_tokens)
+            twin.messages = [dict(m) for m in agent.messages]
+            agent = twin
+        out.append(agent)
+    return out
+
+
 def single(agent: Agent, question: str) -> str:
     """One agent answers once. Example: ``submit(single(Agent("solver", "..."), QUESTION))``"""
     return final_answer(agent.ask(question))
@@ -223,11 +236,11 @@ def _judge(judge: Agent, question: str, replies: list[str]) -> str:
 
 def ensemble(agents: list[Agent], question: str, judge: Agent | None = None) -> str:
     """Every agent answers; a strict majority wins, otherwise the judge decides (no judge:
-    the most common answer, first seen on ties).
+    the most common answer, first seen on ties). ``[a] * 3`` asks three independent copies.
 
     Example: ``submit(ensemble([Agent(f"s{i}", "...") for i in range(3)], QUESTION, judge))``
     """
-    replies = ask_all(list(agents), question)
+    replies = ask_all(_distinct(list(agents)), question)
     answer, strict = majority_vote([final_answer(r) for r in replies])
     if strict or judge is None:
         return answer
@@ -240,7 +253,7 @@ def debate(agents: list[Agent], question: str, rounds: int = 2, judge: Agent | N
 
     Example: ``submit(debate([Agent("a", "..."), Agent("b", "...")], QUESTION, rounds=2))``
     """
-    agents = list(agents)
+    agents = _distinct(list(agents))
     replies = ask_all(agents, question)
     for _ in range(max(0, rounds - 1)):
         prompts = []
