@@ -18,6 +18,7 @@ COMMANDS: dict[str, str] = {
     "train": "train",
     "report": "report",
     "solve": "solve",
+    "generate": "generate",
 }
 
 
