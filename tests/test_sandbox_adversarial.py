@@ -7,6 +7,7 @@ Linux namespaces skip with the sandbox's own reason when those are missing.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
@@ -17,7 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from metaagentx.mas.sandbox import Sandbox, default_sandbox, run_untrusted
+from metaagentx.mas.sandbox import (
+    Sandbox,
+    default_sandbox,
+    run_interactive,
+    run_untrusted,
+    run_untrusted_async,
+)
 
 pytestmark = pytest.mark.timeout(120)
 ROOT = Path(__file__).resolve().parents[1]
@@ -314,3 +321,41 @@ except OSError as exc:
 """
     res = run_untrusted(code, timeout_s=10, memory_mb=256)
     assert res.stdout.splitlines() == ["True False", "cmdline unreadable FileNotFoundError"]
+
+
+def test_jobs_cannot_touch_each_other():
+    _need_namespaces()
+    victim = """
+import os, time
+from metaagentx.mas.channel import request
+with open('secret.txt', 'w') as f:
+    f.write('hunter2')
+request({'cwd': os.getcwd(), 'pid': os.readlink('/proc/self')})
+print(open('secret.txt').read())
+"""
+    attacks: list[str] = []
+
+    async def handler(obj: dict) -> dict:
+        code = f"""
+import os, signal
+for attempt in ('read', 'write', 'list', 'kill'):
+    try:
+        if attempt == 'read':
+            open({obj['cwd']!r} + '/secret.txt').read()
+        elif attempt == 'write':
+            open({obj['cwd']!r} + '/secret.txt', 'w').write('pwned')
+        elif attempt == 'list':
+            os.listdir({obj['cwd']!r})
+        else:
+            os.kill({obj['pid']}, signal.SIGKILL)
+        print(attempt, 'succeeded')
+    except OSError as exc:
+        print(attempt, 'blocked')
+"""
+        res = await run_untrusted_async(code, timeout_s=10, memory_mb=256)
+        attacks.append(res.stdout)
+        return {}
+
+    res = asyncio.run(run_interactive(victim, timeout_s=30, memory_mb=256, handler=handler))
+    assert attacks == ["read blocked\nwrite blocked\nlist blocked\nkill blocked\n"]
+    assert res.stdout == "hunter2\n" and res.exit_code == 0

@@ -210,10 +210,10 @@ class Sandbox:
                     self._sock.sendmsg([b"J"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
                                                  array.array("i", fds))])
                     return
-                except OSError:
+                except (BrokenPipeError, ConnectionError):  # the server is gone: restart it
                     self._stop()
                     if attempt:
-                        raise
+                        raise SandboxError("sandbox fork server keeps dying") from None
 
     async def run(self, code: str, *, timeout_s: float, memory_mb: int, stdin: str = "",
                   handler: Handler | None = None,
