@@ -103,7 +103,13 @@ def test_solver_tester_math_runs_the_program():
                                      "short Python program": "```python\nprint(6 * 7)\n```"}))
     ex = run(template_script("solver_tester", MATH), gen)
     assert ex.outcome == Outcome.SUBMITTED and ex.answer == "42", ex.reason
-    assert ex.tool_runs == 2 and "Program output:\n42" in ex.calls[1].messages[-1]["content"]
+    assert ex.tool_runs == 1 and "Program output:\n42" in ex.calls[1].messages[-1]["content"]
+    # a program that crashes on its last run: fall back to the solver's own final answer
+    gen = ScriptedGenerator(by_role({"Is the program correct": "FAIL",
+                                     "Fix it": "```python\nprint(1 / 0)\n```\nIt is \\boxed{42}",
+                                     "short Python program": "```python\nprint(6 * 7\n```"}))
+    ex = run(template_script("solver_tester", MATH), gen)
+    assert ex.answer == "42" and ex.tool_runs == 2
 
 
 def test_solver_tester_code_feedback_loop():

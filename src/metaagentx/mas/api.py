@@ -229,8 +229,8 @@ def reflection(solver: Agent, critic: Agent, question: str, rounds: int = 1) -> 
 
 def _judge(judge: Agent, question: str, replies: list[str]) -> str:
     listing = "\n\n".join(f"Candidate {i + 1}:\n{r}" for i, r in enumerate(replies))
-    verdict = judge.ask(f"Problem:\n{question}\n\n{listing}\n\nThe candidates disagree. "
-                        "Decide which is right and give the final answer.")
+    verdict = judge.ask(f"Problem:\n{question}\n\n{listing}\n\n"
+                        "Decide which candidate is right and give the final answer.")
     return final_answer(verdict)
 
 
@@ -283,13 +283,14 @@ def solver_tester(solver: Agent, tester: Agent, question: str, rounds: int = 2) 
     """
     reply = solver.ask(question + "\n\nWrite a complete Python program in a ```python block.")
     program = extract_code(reply)
+    ran, ok, result = None, False, ""
     for _ in range(rounds):
         test_input = ""
         if TASK_KIND == "code":
             test_input = extract_code(tester.ask(
                 f"Problem:\n{question}\n\nWrite one small test input for a program solving it, "
                 "in a ``` block, nothing else."))
-        result = run_python(program, stdin=test_input)
+        (result, ok), ran = _run(program, test_input), program
         verdict = tester.ask(_tester_prompt(question, program, result, test_input))
         if re.search(r"\bPASS\b", verdict) and not re.search(r"\bFAIL\b", verdict):
             break
@@ -298,7 +299,9 @@ def solver_tester(solver: Agent, tester: Agent, question: str, rounds: int = 2) 
         program = extract_code(reply)
     if TASK_KIND == "code":
         return program
-    lines = [ln for ln in run_python(program).splitlines() if ln.strip()]
+    if ran != program:
+        result, ok = _run(program, "")
+    lines = [ln for ln in result.splitlines() if ln.strip()] if ok else []
     return extract_answer(lines[-1]) if lines else extract_answer(reply)
 
 
@@ -324,13 +327,18 @@ def run_python(code: str, stdin: str = "") -> str:
 
     Example: ``out = run_python("print(sum(range(10)))")  # "45\\n"``
     """
+    return _run(code, stdin)[0]
+
+
+def _run(code: str, stdin: str) -> tuple[str, bool]:
+    """(what ``run_python`` returns, whether the program exited cleanly in time)."""
     reply = _request("run_python", code=str(code), stdin=str(stdin))
     out = reply.get("stdout", "")
     if reply.get("timed_out"):
-        out += "\n[timed out]"
-    elif reply.get("exit_code", 0) != 0:
-        out += f"\n[exit code {reply.get('exit_code')}]\n{reply.get('stderr', '')[-2000:]}"
-    return out
+        return out + "\n[timed out]", False
+    if reply.get("exit_code", 0) != 0:
+        return out + f"\n[exit code {reply.get('exit_code')}]\n{reply.get('stderr', '')[-2000:]}", False
+    return out, True
 
 
 def submit(answer: object) -> None:
