@@ -53,7 +53,7 @@ def _mountpoints() -> list[tuple[str, int]]:
 
 def enter_namespaces(needed: list[str]) -> None:
     """Private mount/net/IPC/UTS namespaces; everything read-only; fresh tmpfs on tmp dirs;
-    `needed` paths reachable for other uids."""
+    `needed` paths reachable for other uids; /proc showing each uid only its own processes."""
     _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     for path, flags in _mountpoints():
@@ -62,14 +62,37 @@ def enter_namespaces(needed: list[str]) -> None:
         except OSError:
             if path == "/":
                 raise
-    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0711,size=1024m")
-    for path in ("/var/tmp", "/dev/shm"):
-        if os.path.isdir(path):
-            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=1m")
+    needed = sorted({os.path.realpath(p) for p in needed if os.path.exists(p)})
+    for tmp, mode, flags in (("/tmp", "0711", MS_NOSUID | MS_NODEV),
+                             ("/var/tmp", "0755", MS_NOSUID | MS_NODEV | MS_NOEXEC),
+                             ("/dev/shm", "0755", MS_NOSUID | MS_NODEV | MS_NOEXEC)):
+        if os.path.isdir(tmp):  # needed paths under it (e.g. a checkout in /tmp) stay visible
+            held = _hold([p for p in needed if p.startswith(tmp + "/")])
+            size = "1024m" if tmp == "/tmp" else "1m"
+            _mount("tmpfs", tmp, "tmpfs", flags, f"mode={mode},size={size}")
+            _restore(held)
     _expose(needed)
     # A fresh procfs where each uid sees only its own processes: jobs cannot read other
     # processes' command lines, environments or open files (the server, as root, sees all).
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2")
+
+
+def _hold(paths: list[str]) -> list[tuple[str, int]]:
+    """O_PATH descriptors that keep `paths` reachable after something is mounted over them."""
+    return [(p, os.open(p, os.O_PATH | os.O_CLOEXEC)) for p in paths]
+
+
+def _restore(held: list[tuple[str, int]]) -> None:
+    """Bind each held path back at its own name (read-only), making parent dirs as needed."""
+    for path, fd in held:
+        os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+        if os.path.isdir(f"/proc/self/fd/{fd}"):
+            os.mkdir(path, 0o755)
+        else:
+            open(path, "w").close()
+        _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+        _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
+        os.close(fd)
 
 
 def _blocked_ancestor(paths: list[str]) -> str | None:
@@ -89,29 +112,10 @@ def _expose(paths: list[str]) -> None:
     """Make `paths` (the Python installation, the package) reachable for the job's uid without
     showing anything else: a directory others cannot enter (e.g. a 0700 home holding the
     interpreter) is covered by a read-only tmpfs that holds only bind mounts of the way on."""
-    paths = sorted({os.path.realpath(p) for p in paths if os.path.exists(p)})
-    stage = "/tmp/.stage"
-    os.mkdir(stage, 0o700)
     while (blocked := _blocked_ancestor(paths)) is not None:
-        children = sorted({p[len(blocked):].lstrip("/").split("/")[0] for p in paths
-                           if p.startswith(blocked.rstrip("/") + "/")})
-        for i, child in enumerate(children):
-            _mount_point(f"{stage}/{i}", os.path.join(blocked, child))
-            _mount(os.path.join(blocked, child), f"{stage}/{i}", None, MS_BIND | MS_REC)
+        prefix = blocked.rstrip("/") + "/"
+        children = sorted({p[len(prefix):].split("/")[0] for p in paths if p.startswith(prefix)})
+        held = _hold([prefix + child for child in children])
         _mount("tmpfs", blocked, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k")
-        for i, child in enumerate(children):
-            target = os.path.join(blocked, child)
-            _mount_point(target, f"{stage}/{i}")
-            _mount(f"{stage}/{i}", target, None, MS_BIND | MS_REC)
-            _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
-            _check(_libc.umount2(f"{stage}/{i}".encode(), MNT_DETACH), "umount2")
-            os.rmdir(f"{stage}/{i}") if os.path.isdir(f"{stage}/{i}") else os.unlink(f"{stage}/{i}")
+        _restore(held)
         _mount(None, blocked, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    os.rmdir(stage)
-
-
-def _mount_point(path: str, like: str) -> None:
-    if os.path.isdir(like):
-        os.mkdir(path)
-    else:
-        open(path, "w").close()
