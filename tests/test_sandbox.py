@@ -244,3 +244,11 @@ def test_an_interrupted_sync_call_kills_its_job_and_leaves_the_api_usable():
         time.sleep(0.05)
     assert children.read_text().split() == []
     assert run_untrusted("print('next')", timeout_s=10, memory_mb=256).stdout == "next\n"
+
+
+def test_non_daemon_threads_finish_before_the_job_ends_as_in_python():
+    code = ("import threading, time\n"
+            "def late():\n    time.sleep(0.2)\n    print('late')\n"
+            "threading.Thread(target=late).start()\nprint('main')")
+    res = run_untrusted(code, timeout_s=10, memory_mb=256)
+    assert res.stdout == "main\nlate\n"

@@ -201,7 +201,7 @@ async def drive(job: Job, handler: Handler | None, timeout_s: float, cap: int,
                 return_when=asyncio.FIRST_COMPLETED)
             if not done:
                 if "unresponsive" in reasons:
-                    raise SandboxError("sandbox monitor did not answer a kill request")
+                    raise SandboxError("sandbox server did not answer a kill request")
                 kill("unresponsive")
                 deadline = time.monotonic() + 10.0
             if chan_task in done and chan_task.exception() is not None:

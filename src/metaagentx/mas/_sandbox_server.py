@@ -127,6 +127,7 @@ def _exit_code(exc: SystemExit) -> int:
 def _run_code(code: str) -> int:
     import atexit
     import linecache
+    import threading
     import types
 
     linecache.cache["<sandbox>"] = (len(code), None, code.splitlines(True), "<sandbox>")
@@ -141,6 +142,8 @@ def _run_code(code: str) -> int:
     except BaseException as exc:
         traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)
         rc = 1
+    with contextlib.suppress(BaseException):  # as at interpreter exit: join non-daemon threads
+        threading._shutdown()
     with contextlib.suppress(BaseException):
         atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):

@@ -94,7 +94,6 @@ LOST_WITHOUT_NAMESPACES = (
     "killing descendants that leave the job's process group")
 
 
-
 @dataclasses.dataclass
 class SandboxResult:
     """Outcome of one sandboxed run. exit_code is -N when killed by signal N."""
@@ -139,7 +138,7 @@ class Sandbox:
             return self._info
 
     def close(self) -> None:
-        """Stop the fork server (running jobs are killed by their monitors)."""
+        """Stop the fork server; its running jobs die with it (their parent-death signal)."""
         with self._lock:
             self._stop()
 
@@ -187,12 +186,14 @@ class Sandbox:
 
     def _stop(self) -> None:
         if self._sock is not None:
-            self._sock.close()
+            self._sock.close()  # the server sees EOF, cleans up and exits
             self._sock = None
         if self._proc is not None:
-            if self._proc.poll() is None:
+            try:
+                self._proc.wait(timeout=5.0)
+            except subprocess.TimeoutExpired:
                 self._proc.kill()
-            self._proc.wait()
+                self._proc.wait()
             self._proc = None
 
     def _ensure_started(self) -> None:
@@ -243,7 +244,6 @@ class Sandbox:
             finally:
                 job.close()
         raise AssertionError("unreachable")
-
 
     def run_sync(self, code: str, *, timeout_s: float, memory_mb: int, stdin: str = "",
                  max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES) -> SandboxResult:
