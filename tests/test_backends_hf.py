@@ -187,3 +187,43 @@ def test_cache_marker_detects_partial_and_stale(tmp_path):
     assert not _cache_matches(tmp_path, source)
     (tmp_path / MARKER).unlink()  # build interrupted before the marker
     assert not _cache_matches(tmp_path, source)
+
+
+@pytest.mark.slow
+def test_scripted_with_real_tokenizer_and_load_generator(embedded):
+    from metaagentx.backends import load_generator
+    from metaagentx.backends.scripted import ScriptedGenerator
+    from metaagentx.config import load_config
+
+    msgs = [{"role": "user", "content": "What is 2+2?"}]
+    scripted = ScriptedGenerator(["The answer is 4."], tokenizer=embedded.tokenizer)
+    assert scripted.render(msgs) == embedded.render(msgs)  # same chat template, same ids
+    out = asyncio.run(scripted.generate(scripted.render(msgs), SamplingParams()))
+    tok = embedded.tokenizer
+    assert out.token_ids == tok.encode("The answer is 4.", add_special_tokens=False) + [
+        tok.eos_token_id]
+    assert out.text == "The answer is 4."
+    live = load_generator(load_config(None, []), model=(embedded.model, tok))
+    assert live.model is embedded.model and live.max_batch_size == 16
+    echo = load_generator(load_config(None, ["--generation.backend=scripted"]))
+    assert asyncio.run(echo.generate(echo.render(msgs), SamplingParams())).text == msgs[0][
+        "content"]
+
+
+@pytest.mark.slow
+def test_generate_command(tiny_folder, capsys):
+    from metaagentx.cli import main
+
+    argv = ["generate", "--model", str(tiny_folder), "--prompt", "hi", "--temperature", "0",
+            "--max-new-tokens", "3", "--stats"]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    model, tokenizer = load_model_and_tokenizer(str(tiny_folder))
+    gen = HFGenerator(model, tokenizer)
+    ref = gen.submit(gen.render([{"role": "user", "content": "hi"}]),
+                     SamplingParams(temperature=0, max_new_tokens=3)).result()
+    gen.close()
+    assert out == ref.text + "\n"
+    assert "new tokens" in err
+    assert main(argv[:5] + ["--temperature", "-2"]) == 2
+    assert "temperature must be >= 0" in capsys.readouterr().err
