@@ -183,6 +183,9 @@ def test_bad_arguments_are_named():
 
 
 def test_degraded_mode_still_runs_and_warns_what_is_lost():
+    import tempfile
+
+    temp_dirs = set(Path(tempfile.gettempdir()).glob("metaagentx-sandbox-*"))
     box = Sandbox(isolate=False)
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -194,6 +197,7 @@ def test_degraded_mode_still_runs_and_warns_what_is_lost():
         loop = box.run_sync("while True: pass", timeout_s=0.5, memory_mb=256)
     finally:
         box.close()
+    assert set(Path(tempfile.gettempdir()).glob("metaagentx-sandbox-*")) == temp_dirs
     assert ok.stdout == "hi\n" and ok.exit_code == 0
     assert loop.timed_out and loop.killed_reason == "timeout"
 

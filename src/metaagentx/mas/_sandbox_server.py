@@ -133,7 +133,7 @@ def _run_code(code: str) -> int:
     linecache.cache["<sandbox>"] = (len(code), None, code.splitlines(True), "<sandbox>")
     main = types.ModuleType("__main__")
     sys.modules["__main__"] = main
-    sys.argv = [""]
+    sys.argv = ["-c"]  # as for `python -c`
     try:
         exec(compile(code, "<sandbox>", "exec"), main.__dict__)
         rc = 0
