@@ -19,7 +19,8 @@ What is isolated (root with Linux namespaces; each property has a test in
 tests/test_sandbox_adversarial.py):
 - Network: the server lives in its own network namespace with no interface up; connecting
   to anything, including the host's loopback, fails.
-- Memory: RLIMIT_AS = memory_mb (allocations fail with MemoryError).
+- Memory: RLIMIT_AS = memory_mb (allocations fail with MemoryError); the forked interpreter's
+  own ~20 MB of address space counts towards it.
 - CPU time: RLIMIT_CPU = ceil(timeout_s) + 1 s per process (then SIGKILL).
 - Process count: each job runs under its own unprivileged uid/gid (no two running jobs share
   one) with RLIMIT_NPROC = `nproc` (default 64), so a fork bomb stops there.
@@ -49,7 +50,8 @@ What is NOT isolated:
   abstract Unix sockets; their files and processes are separated by uid.
 - No cgroup: CPU is bounded per process by RLIMIT_CPU, not as a share; memory is bounded per
   process, not per tree (a tree is bounded by nproc x memory_mb). Working directories live in
-  one 1 GB tmpfs per server. No seccomp filter: the kernel's full syscall surface is exposed.
+  one 1 GB tmpfs per server (RAM, not counted in memory_mb; files are capped at 64 MB each).
+  No seccomp filter: the kernel's full syscall surface is exposed.
 - Jobs inherit the server's hash seed (hash randomisation is per server, not per job).
 - The job is PID 1 of its namespace: signals it sends itself whose action is the default are
   ignored (so `os.abort()` ends in SIGSEGV), and os.getppid() is 0.
