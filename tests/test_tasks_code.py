@@ -199,3 +199,23 @@ print(line)
 def test_a_program_cannot_forge_the_harness_report():
     d = code_reward_details(FORGE, {"inputs": ["1\n"], "outputs": ["2\n"]})
     assert d["reward"] == 0.0 and d["statuses"] != ["pass"]
+
+
+def test_worker_replaced_after_exit_crash_or_leftover_threads():
+    os_exit = (
+        "import os, sys\na, b = map(int, input().split())\nprint(a + b)\n"
+        "sys.stdout.flush()\nos._exit(0)\n"
+    )
+    assert code_reward_details(os_exit, ADD)["statuses"] == ["pass"] * 3
+    segv = (
+        "import os, signal\na, b = map(int, input().split())\n"
+        "if a == 3:\n    os.kill(os.getpid(), signal.SIGSEGV)\nprint(a + b)\n"
+    )
+    d = code_reward_details(segv, ADD, parallel=1)
+    assert d["statuses"] == ["pass", "error", "pass"] and "signal" in d["first_failure"]["detail"]
+    threads = (
+        "import threading, time\n"
+        "threading.Thread(target=lambda: time.sleep(60), daemon=True).start()\n"
+        "a, b = map(int, input().split())\nprint(a + b)\n"
+    )
+    assert code_reward_details(threads, ADD, parallel=1)["statuses"] == ["pass"] * 3

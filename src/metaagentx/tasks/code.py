@@ -14,8 +14,10 @@ Call-based programs run after a prelude of the usual imports (``typing``, ``coll
 ``itertools``, ...), as LeetCode does.
 
 All tests of one program run in ONE sandboxed process (``metaagentx.mas.sandbox``): a small
-harness (``_code_harness``) forks one child per test, up to ``parallel`` at once, each with its
-own stdin, a bounded stdout, a per-test wall-clock limit (``timeout_s``) and a CPU rlimit.
+harness (``_code_harness``) forks up to ``parallel`` workers that run the tests, each test
+executing the program afresh (new namespace, its own stdin and capped stdout file, ``sys.exit``
+caught), under a per-test wall-clock limit (``timeout_s``) and a CPU rlimit; a worker that
+hangs, crashes or leaves threads behind is killed and replaced for the remaining tests.
 Statuses: pass | wrong | error | timeout.
 """
 
