@@ -256,3 +256,20 @@ def test_non_daemon_threads_finish_before_the_job_ends_as_in_python():
             "threading.Thread(target=late).start()\nprint('main')")
     res = run_untrusted(code, timeout_s=10, memory_mb=256)
     assert res.stdout == "main\nlate\n"
+
+
+def test_alarm_handlers_work_in_the_job():
+    code = """
+import signal, time
+class Alarm(Exception):
+    pass
+def ring(*_):
+    raise Alarm()
+signal.signal(signal.SIGALRM, ring)
+signal.setitimer(signal.ITIMER_REAL, 0.2)
+try:
+    time.sleep(20)
+except Alarm:
+    print('alarm')
+"""
+    assert run_untrusted(code, timeout_s=30, memory_mb=256).stdout == "alarm\n"

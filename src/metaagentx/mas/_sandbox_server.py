@@ -303,6 +303,7 @@ def _preload(pkg_dir: str) -> None:
 
 def serve(sock: socket.socket, pkg_root: str, want_isolation: bool) -> None:
     """Set up, report readiness on `sock`, then run jobs until the parent closes the socket."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])  # jobs start with no signal blocked
     info: dict = {"pid": os.getpid(), "isolated": False, "reason": ""}
     if not want_isolation:
         info["reason"] = "isolation turned off by the caller"
