@@ -58,6 +58,7 @@ def test_crashing_programs_are_errors():
 def test_exit_zero_after_printing_counts_as_a_normal_end():
     prog = "import sys\na, b = map(int, input().split())\nprint(a + b)\nsys.exit(0)\nprint(9)"
     assert code_reward(prog, ADD) == 1.0
+    assert code_reward(prog.replace("sys.exit(0)", "exit()"), ADD) == 1.0  # site's exit()
 
 
 def test_slow_program_times_out_per_test():
