@@ -158,3 +158,17 @@ def test_concurrent_requests(server):
     outs = asyncio.run(main())
     assert [o.text for o in outs] == [f"echo: {i}" for i in range(8)]
     assert gen.calls == 8
+
+
+def test_load_generator_builds_openai_from_config(server, monkeypatch):
+    from metaagentx.backends import load_generator
+    from metaagentx.config import load_config
+
+    monkeypatch.setenv("MY_KEY", "sekret")
+    cfg = load_config(None, ["--generation.backend=openai",
+                             f"--generation.openai_base_url={server.url}",
+                             "--generation.openai_api_key_env=MY_KEY", "--model.name=teacher"])
+    gen = load_generator(cfg)
+    out = asyncio.run(gen.chat([{"role": "user", "content": "q"}], SamplingParams()))
+    _, body, auth = server.requests[0]
+    assert out.text == "echo: q" and body["model"] == "teacher" and auth == "Bearer sekret"

@@ -44,7 +44,7 @@ class HFGenerator:
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
         self.context = int(getattr(model.config, "max_position_embeddings", 0) or 1 << 30)
-        self.max_prompt_tokens = min(max_prompt_tokens, self.context - 1)
+        self.max_prompt_tokens = max_prompt_tokens
         self.collect_s = collect_s  # how long the idle worker waits for company after a request
         self.vocab_size = int(model.get_input_embeddings().weight.shape[0])
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -84,7 +84,7 @@ class HFGenerator:
                ) -> concurrent.futures.Future[GenerationResult]:
         """Thread-safe, loop-free entry: queue a request, get a concurrent Future back."""
         ids = check_request(prompt_ids, params, vocab_size=self.vocab_size,
-                            max_prompt_tokens=self.max_prompt_tokens)
+                            max_prompt_tokens=self.max_prompt_tokens, context=self.context)
         rng = torch.Generator(device="cpu")
         seed = params.seed if params.seed is not None else int.from_bytes(os.urandom(7), "little")
         rng.manual_seed(seed)

@@ -163,7 +163,10 @@ def _hub_reachable(timeout_s: float = 3.0) -> bool:
 
 
 def _looks_like_path(name: str) -> bool:
-    return name.startswith((".", "/", "~")) or os.sep in name and Path(name).parent.exists()
+    """A name meant as a folder: starts like a path, or sits under an existing local folder."""
+    if name.startswith((".", "/", "~")):
+        return True
+    return os.sep in name and Path(name).parent.exists()
 
 
 def _resolve_source(name: str) -> tuple[str, dict[str, Any]]:

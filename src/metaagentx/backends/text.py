@@ -27,8 +27,11 @@ def render_chat(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
 
 
 def check_request(prompt_ids: Sequence[int], params: SamplingParams, *, vocab_size: int,
-                  max_prompt_tokens: int) -> list[int]:
-    """Validate one request; return the prompt as a plain list of ints."""
+                  max_prompt_tokens: int, context: int | None = None) -> list[int]:
+    """Validate one request; return the prompt as a plain list of ints.
+
+    ``context`` is the model's context length: a prompt must leave room for one new token.
+    """
     if not isinstance(params, SamplingParams):
         raise GenerationError(f"params must be SamplingParams, got {type(params).__name__}")
     params.validate()
@@ -37,6 +40,9 @@ def check_request(prompt_ids: Sequence[int], params: SamplingParams, *, vocab_si
     ids = [int(i) for i in prompt_ids]
     if not ids:
         raise GenerationError("prompt_ids is empty")
+    if context is not None and len(ids) >= context:
+        raise GenerationError(f"prompt has {len(ids)} tokens; the model's context is {context} "
+                              "tokens (room for at least one new token is needed)")
     if len(ids) > max_prompt_tokens:
         raise GenerationError(
             f"prompt has {len(ids)} tokens, more than max_prompt_tokens={max_prompt_tokens}"

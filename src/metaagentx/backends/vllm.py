@@ -64,7 +64,7 @@ class VLLMGenerator:
         self.tokenizer = self.llm.get_tokenizer()
         context = int(self.llm.llm_engine.model_config.max_model_len)
         self.context = context
-        self.max_prompt_tokens = min(max_prompt_tokens, context - 1)
+        self.max_prompt_tokens = max_prompt_tokens
         self.vocab_size = max(len(self.tokenizer), getattr(self.tokenizer, "vocab_size", 0))
         self.lock = threading.Lock()  # held while vLLM generates or weights change
         self._queue: queue.Queue[tuple] = queue.Queue()
@@ -83,7 +83,7 @@ class VLLMGenerator:
     async def generate(self, prompt_ids: Sequence[int], params: SamplingParams) -> GenerationResult:
         """Queue one request; requests pending together go to vLLM in one call."""
         ids = check_request(prompt_ids, params, vocab_size=self.vocab_size,
-                            max_prompt_tokens=self.max_prompt_tokens)
+                            max_prompt_tokens=self.max_prompt_tokens, context=self.context)
         future: concurrent.futures.Future[GenerationResult] = concurrent.futures.Future()
         self._queue.put((ids, params, future))
         return await asyncio.wrap_future(future)
