@@ -97,3 +97,16 @@ def test_mermaid_from_calls_numbers_the_sequence():
     assert "a_critic -->|3| a_solver" in g
     assert "a_critic --> answer" in g
     assert mermaid_from_calls([]).strip() == 'graph TD\n  question(["QUESTION"])'
+
+
+def test_mermaid_from_calls_draws_a_fan_out_side_by_side():
+    def asked(agent: str, message: str) -> Call:
+        call = _call(agent)
+        call.messages = [{"role": "system", "content": "s"}, {"role": "user", "content": message}]
+        return call
+
+    g = mermaid_from_calls([asked("s1", "Q"), asked("s2", "Q"), asked("s3", "Q"),
+                            asked("judge", "pick")])
+    for i in (1, 2, 3):
+        assert f"question -->|{i}| a_s{i}" in g and f"a_s{i} -->|4| a_judge" in g
+    assert "a_judge --> answer" in g and "a_s1 -->|2| a_s2" not in g

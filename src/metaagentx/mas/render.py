@@ -235,18 +235,37 @@ def mermaid_from_script(script: str) -> str:
     return g.text()
 
 
+def _asked(call: Call) -> str | None:
+    users = [m.get("content") for m in call.messages if m.get("role") == "user"]
+    return users[-1] if users else None
+
+
 def mermaid_from_calls(calls: Sequence[Call]) -> str:
     """Mermaid ``graph TD`` of recorded calls: question -> first agent -> ... -> answer, each
-    edge labelled with the call numbers that followed it (``1, 3``)."""
+    edge labelled with the numbers of the calls it led to (``1, 3``). Consecutive calls of
+    different agents asked the same message (an ensemble's fan-out) are drawn side by side."""
     g = _Graph()
-    order: dict[tuple[str, str], list[int]] = {}
-    prev = QUESTION_ID
+    groups: list[list[tuple[int, str]]] = []
+    asked: list[str | None] = []
     for k, call in enumerate(calls, start=1):
-        nid = g.agent(call.agent)
-        order.setdefault((prev, nid), []).append(k)
-        prev = nid
+        nid, message = g.agent(call.agent), _asked(call)
+        if (groups and message is not None and message == asked[-1]
+                and nid not in [n for _, n in groups[-1]]):
+            groups[-1].append((k, nid))
+        else:
+            groups.append([(k, nid)])
+            asked.append(message)
+    order: dict[tuple[str, str], list[int]] = {}
+    prev = [QUESTION_ID]
+    for group in groups:
+        for k, nid in group:
+            for src in prev:
+                order.setdefault((src, nid), []).append(k)
+        prev = [nid for _, nid in group]
     if calls:
-        order.setdefault((prev, g.special(ANSWER_ID, "answer", ("([", "])"))), [])
+        answer = g.special(ANSWER_ID, "answer", ("([", "])"))
+        for src in prev:
+            order.setdefault((src, answer), [])
     for (src, dst), nums in order.items():
         g.edge(src, dst, ", ".join(map(str, nums)))
     return g.text()
