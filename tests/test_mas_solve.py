@@ -54,3 +54,10 @@ def test_solve_embedded_model(capsys):
     assert all(1 <= e["tokens_out"] <= 24 for e in rec["exchanges"])
     if rec["fallback"]:  # the single template always asks its solver once
         assert [e["agent"] for e in rec["exchanges"]] == ["solver"]
+
+
+def test_solve_structure_choices_match_the_templates():
+    from metaagentx.commands.solve import STRUCTURES
+    from metaagentx.mas.templates import TEMPLATES
+
+    assert STRUCTURES == TEMPLATES
