@@ -120,10 +120,8 @@ LEETCODE_IDS = [
 
 @pytest.fixture(scope="module")
 def code_tasks(data_dir):
-    import os
-
-    os.environ.setdefault("METAAGENTX_DATA", str(data_dir))
-    return {t.id: t for spec in ("train_code", "codecontests") for t in load_tasks(spec)}
+    specs = (data_dir / "train_code", data_dir / "codecontests")
+    return {t.id: t for spec in specs for t in load_tasks(str(spec))}
 
 
 def test_leetcode_reference_solutions_score_one(code_tasks):
