@@ -176,6 +176,11 @@ def test_outcomes(script, outcome, reason):
         assert len(ex.calls) == 2  # the two admitted calls are still recorded
 
 
+def test_first_submit_counts_even_when_caught():
+    ex = run("try:\n    submit('a')\nexcept:\n    submit('b')", ScriptedGenerator(["x"]))
+    assert ex.outcome == Outcome.SUBMITTED and ex.answer == "a"
+
+
 def test_token_budget_caps_each_call():
     gen = ScriptedGenerator(["a long reply " * 10])
     ex = run("a = Agent('a')\nsubmit(a.ask('hi'))", gen, mas=MASConfig(max_tokens=5))

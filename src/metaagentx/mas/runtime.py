@@ -101,8 +101,9 @@ class _Run:
             return {"texts": await self._asks(asks)}
         if kind == "run_python":
             return await self._run_python(msg)
-        if kind == "submit":
-            self.answer = str(msg.get("answer", ""))
+        if kind == "submit":  # the first submit counts (it also ends the script)
+            if self.answer is None:
+                self.answer = str(msg.get("answer", ""))
             return {"ok": True}
         raise _Stop(Outcome.RUNTIME_ERROR, f"unknown request type {kind!r}")
 
