@@ -16,6 +16,7 @@ def test_extract_prefers_last_block_that_submits():
 def test_extract_without_submit_takes_last_block_and_tags_and_unclosed():
     assert extract_script("```python\na = 1\n```\n```py\nb = 2\n```") == "b = 2"
     assert extract_script("<script>\nsubmit(QUESTION)\n</script>") == "submit(QUESTION)"
+    assert extract_script("<script>\n```python\nsubmit(1)\n```\n</script>") == "submit(1)"
     assert extract_script("ok ```python\nx = 1\nsubmit(x)") == "x = 1\nsubmit(x)"  # cut off
     # a bare fence after the script is usually its sample output, not the script
     assert extract_script("```python\nprint(3)\n```\nOutput:\n```\n3\n```") == "print(3)"

@@ -49,9 +49,12 @@ _FORMAT_DUNDER_RE = re.compile(r"\{[^{}]*__")  # "{0.__class__}".format(x) reach
 
 def _candidates(text: str) -> list[tuple[int, bool, str]]:
     """(position, tagged as Python, body) of every script tag and code fence, in order."""
-    found = [(m.start(), True, m.group(1)) for m in _SCRIPT_TAG_RE.finditer(text)]
+    found = []
+    for m in _SCRIPT_TAG_RE.finditer(text):
+        inner = _FENCE_RE.findall(m.group(1))  # <script>```python ...```</script>
+        found.append((m.start(), True, inner[-1][1] if inner else m.group(1)))
     for m in _FENCE_RE.finditer(text):
-        if not any(start <= m.start() <= start + len(body) for start, _, body in found):
+        if not any(t.start() <= m.start() < t.end() for t in _SCRIPT_TAG_RE.finditer(text)):
             found.append((m.start(), m.group(1) is not None, m.group(2)))
     return sorted((pos, tagged, body.strip()) for pos, tagged, body in found if body.strip())
 
