@@ -227,3 +227,28 @@ def test_generate_command(tiny_folder, capsys):
     assert "new tokens" in err
     assert main(argv[:5] + ["--temperature", "-2"]) == 2
     assert "temperature must be >= 0" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_callers_on_several_threads_and_event_loops(tiny_folder):
+    model, tokenizer = load_model_and_tokenizer(str(tiny_folder))
+    gen = HFGenerator(model, tokenizer, max_batch_size=4)
+    prompt = gen.render([{"role": "user", "content": "hello"}])
+    params = SamplingParams(temperature=0, max_new_tokens=4)
+    expected = gen.submit(prompt, params).result().token_ids
+    results = []
+
+    def worker():
+        async def main():
+            return await asyncio.gather(*(gen.generate(prompt, params) for _ in range(3)))
+
+        results.extend(asyncio.run(main()))
+
+    threads = [threading.Thread(target=worker) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [r.token_ids for r in results] == [expected] * 9
+    assert gen.stats["max_rows"] <= 4 and gen.stats["requests"] == 10
+    gen.close()
