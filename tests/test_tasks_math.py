@@ -55,6 +55,9 @@ EQUIVALENT = [
     (r"\boxed{\frac{1}{2(n+1)}}", r"\frac{1}{2n+2}"),
     (r"\boxed{10^{10}+1}", "10000000001"),
     ("The answer is 25.", "25"),
+    (r"\boxed{1,000}", "1000"),  # thousands separator
+    (r"\boxed{5 \text{ cm}}", "5"),  # units
+    (r"\boxed{\dfrac{3}{4}}", r"\frac34"),
 ]
 NOT_EQUIVALENT = [
     (r"\boxed{203}", "204"),
@@ -69,6 +72,7 @@ NOT_EQUIVALENT = [
     (r"\boxed{[1,2]}", "[1,2)"),
     (r"\boxed{(x+1)^2}", "x^2+2x+2"),
     (r"\boxed{y+1}", "x+1"),  # variables matter
+    (r"\boxed{3}", "-3"),
 ]
 
 
