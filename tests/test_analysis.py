@@ -74,6 +74,10 @@ def test_attribution_every_outcome(evals) -> None:
     assert att.tasks["newly_failed"] == [("livecodebench", "abc367_a")]
     assert att.tasks["both_failed"] == [("apps", "apps-4004")]
     assert att.design_share == pytest.approx(2 / 3)
+    assert att.by_benchmark()["aime24"] == {"execution": 1, "design": 1, "newly_failed": 0,
+                                            "both_solved": 0, "both_failed": 0}
+    assert att.by_benchmark()["livecodebench"]["newly_failed"] == 1
+    assert list(att.by_benchmark()) == ["aime24", "apps", "livecodebench", "olympiadbench"]
     assert att.unmatched == 0
     assert att.structure_changes == {"single -> ensemble": 1, "single -> reflection": 1,
                                      "debate -> router": 1}

@@ -200,6 +200,14 @@ class Attribution:
     design_share: float | None = None  # design / (design + execution); None without gains
     structure_changes: dict[str, int] = field(default_factory=dict)  # "a -> b" -> tasks
 
+    def by_benchmark(self) -> dict[str, dict[str, int]]:
+        """Benchmark -> outcome -> tasks (every outcome present, zeros included)."""
+        out: dict[str, dict[str, int]] = {}
+        for outcome, keys in self.tasks.items():
+            for bench, _ in keys:
+                out.setdefault(bench, dict.fromkeys(OUTCOMES, 0))[outcome] += 1
+        return dict(sorted(out.items()))
+
 
 def attribution(before: list[Item], after: list[Item]) -> Attribution:
     """Split the change between two evaluations of the same tasks into design and execution."""

@@ -188,6 +188,8 @@ def _attribution_table(data: RunData) -> str:
         ["both_failed", att.counts["both_failed"], ""],
     ]) + (f"\nFrom `{before}` to `{after}`: share of the gain from design: {share}; "
           f"tasks in only one of them: {att.unmatched}.\n")
+    md += "\n" + _md(["Benchmark", *A.OUTCOMES],
+                     [[b, *c.values()] for b, c in att.by_benchmark().items()])
     if att.structure_changes:
         md += "\n" + _md(["Structure change", "Tasks"],
                          [[k, v] for k, v in att.structure_changes.items()])
@@ -368,6 +370,7 @@ def numbers(data: RunData) -> dict:
         att = A.attribution(data.evals[data.pair[0]], data.evals[data.pair[1]])
         out["attribution"] = {"before": data.pair[0], "after": data.pair[1],
                               "counts": att.counts, "design_share": att.design_share,
+                              "by_benchmark": att.by_benchmark(),
                               "unmatched": att.unmatched,
                               "structure_changes": att.structure_changes}
     return out
