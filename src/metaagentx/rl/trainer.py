@@ -315,7 +315,7 @@ def _progress(console: Any, row: dict[str, Any], total: int) -> None:
         f"| {row['calls']} calls {row['tokens']} tok {row['tokens_per_s']:.1f} tok/s "
         f"| rollout {row['time_rollout_s']:.1f}s update {row['time_update_s']:.1f}s "
         f"| failures {fails}{f' ({top})' if top else ''}",
-        highlight=False,
+        highlight=False, soft_wrap=True,
     )
 
 
