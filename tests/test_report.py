@@ -58,6 +58,7 @@ def test_report_files(report_dir: Path) -> None:
     assert page.count('<img class="fig"') == 5 and page.count("data:image/png;base64,") == 5
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # nothing fetched online
     assert page.count('<details class="system"') == 10  # 6 evaluated + 4 training executions
+    assert "not drawn" not in page
     assert page.count('<svg xmlns="http://www.w3.org/2000/svg" class="mermaid-svg"') == 20
     summary = (report_dir / "summary.md").read_text()
     assert "metrics.jsonl:9: skipped a truncated last line" in summary

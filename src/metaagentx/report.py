@@ -23,11 +23,11 @@ import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from types import SimpleNamespace
 
 from metaagentx import analysis as A
 from metaagentx import report_figures as F
 from metaagentx.report_svg import mermaid_to_svg
+from metaagentx.types import Call
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1100px;padding:0 18px;color:#222}
@@ -255,7 +255,9 @@ def system_html(item: dict, open_: bool = False) -> str:
     s = A.item_structure(item)
     ok = A.is_correct(item)
     ex = [e for e in item.get("exchanges") or [] if e.get("role", "executor") != "designer"]
-    calls = [SimpleNamespace(agent=str(e.get("agent", "?"))) for e in ex]
+    calls = [Call(role="executor", agent=str(e.get("agent", "?")),
+                  messages=list(e.get("messages") or []), prompt_ids=[], response_ids=[],
+                  logprobs=[], finish_reason="stop", text=str(e.get("text", ""))) for e in ex]
     head = (f"[{s}] {item.get('benchmark', '?')} / {item.get('task_id', '?')} · "
             f"{item.get('label', '')} · reward {float(item.get('reward', 0)):.2f} · "
             f"{len(ex)} calls · {item.get('outcome', '')}")
