@@ -10,7 +10,8 @@ GRPO loss (``loss.token_logprobs`` + ``loss.grpo_loss``) over all rows is timed 
   as the reference implementation does), ``token_budget // max_len`` rows per micro-batch
   (same memory budget).
 
-Throughput counts real (non-padding) tokens per second. Achieved FLOP/s of the update is
+Both use the same ``token_logprobs`` (LM head on loss positions only; ``--full-logits`` puts
+it on every position). Throughput counts real (non-padding) tokens per second. Achieved FLOP/s of the update is
 ``6 * params * real_tokens / time`` (2 FLOPs per parameter per token forward, 4 backward;
 ``params`` counts every parameter once, the tied embedding/LM head included because the head
 is a matmul; attention-score FLOPs are left out), against the peak of a large fp32
@@ -59,7 +60,7 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def time_update(model: Any, batches: list[Batch], device: str) -> float:
+def time_update(model: Any, batches: list[Batch], device: str, full: bool = False) -> float:
     """Seconds for forward + backward of the GRPO loss over ``batches`` (one step's worth)."""
     model.zero_grad(set_to_none=True)
     total = sum(b.num_tokens for b in batches)
@@ -67,7 +68,7 @@ def time_update(model: Any, batches: list[Batch], device: str) -> float:
     start = time.perf_counter()
     for batch in batches:
         b = batch.to(device)
-        logprobs, entropy = token_logprobs(model, b)
+        logprobs, entropy = token_logprobs(model, b, full=full)
         loss, _ = grpo_loss(
             logprobs,
             b.old_logprobs,
@@ -128,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pad-to", type=int, default=0, help="baseline width (0 = longest row)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--matmul-n", type=int, default=2048, help="size of the peak matmul")
+    ap.add_argument("--full-logits", action="store_true", help="LM head on every position")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = ap.parse_args(argv)
 

@@ -196,3 +196,38 @@ def test_token_logprobs_tiny_llama_padding_invariant():
                 logits = model(torch.tensor([ids[:t]])).logits[0, -1] / 0.7
                 want = torch.log_softmax(logits, -1)[ids[t]].item()
                 assert lp[k, t].item() == pytest.approx(want, abs=1e-5)
+
+
+def test_head_on_loss_positions_matches_full_logits():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(1)
+    cfg = LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        tie_word_embeddings=True,
+    )
+    model = LlamaForCausalLM(cfg)
+    rows = [
+        Row([5, 9, 13, 2, 7], [0, 0, 1, 1, 1], [0.0] * 5, [0.0] * 5, "executor"),
+        Row([11, 3, 60], [0, 0, 1], [0.0] * 3, [0.0] * 3, "executor"),
+    ]
+    batch = collate(rows)
+    grads = []
+    outs = []
+    for full in (True, False):
+        model.zero_grad()
+        lp, ent = token_logprobs(model, batch, temperature=0.8, full=full)
+        (lp * batch.loss_mask).sum().backward()
+        outs.append((lp * batch.loss_mask, ent * batch.loss_mask))
+        grads.append([p.grad.clone() for p in model.parameters()])
+    assert torch.allclose(outs[0][0], outs[1][0], atol=1e-5)
+    assert torch.allclose(outs[0][1], outs[1][1], atol=1e-5)
+    assert outs[1][0][0, :2].eq(0).all() and outs[1][0][0, 2] < 0  # prompt positions hold 0
+    for g_full, g_head in zip(*grads):
+        assert torch.allclose(g_full, g_head, atol=1e-5)

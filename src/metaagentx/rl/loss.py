@@ -3,7 +3,8 @@
 ``token_logprobs`` runs the policy on a packed ``Batch`` and returns, for every position
 ``t``, the logprob of ``input_ids[t]`` given the tokens before it under
 ``log_softmax(logits / temperature)`` (the same quantity the sampler records; position 0 has
-no prediction and holds 0), plus the entropy of that predictive distribution.
+no prediction and holds 0), plus the entropy of that predictive distribution. For plain-head
+architectures only loss positions get vocabulary logits (the rest hold 0).
 
 ``grpo_loss`` is a pure function of tensors: the PPO-style clipped surrogate with an
 asymmetric clip range, aggregated as a token mean (default) or a sequence mean, plus an
@@ -23,32 +24,68 @@ def _shift(values: torch.Tensor) -> torch.Tensor:
     return F.pad(values, (1, 0), value=0.0)
 
 
+# Causal LMs whose logits are exactly ``lm_head(decoder(...))`` (no soft-capping or scaling):
+# for these the head and the log-softmax run on loss positions only.
+HEAD_ONLY_TYPES = frozenset(
+    {"llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "smollm3", "olmo2", "phi3"}
+)
+
+
+def _split_model(model: Any) -> tuple[Any, Any] | None:
+    """``(decoder, lm_head)`` when logits are a plain head over the decoder's states, else None."""
+    cfg = getattr(model, "config", None)
+    if getattr(cfg, "model_type", None) not in HEAD_ONLY_TYPES:
+        return None
+    if not (hasattr(model, "get_decoder") and hasattr(model, "get_output_embeddings")):
+        return None
+    decoder, head = model.get_decoder(), model.get_output_embeddings()
+    return None if decoder is None or head is None else (decoder, head)
+
+
+def _picked_and_entropy(
+    logits: torch.Tensor, targets: torch.Tensor, t: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    logits = logits.float()
+    if t != 1.0:
+        logits = logits / t
+    lse = torch.logsumexp(logits, dim=-1)
+    picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - lse
+    with torch.no_grad():
+        entropy = lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)
+    return picked, entropy
+
+
 def token_logprobs(
-    model: Any, batch: Any, temperature: float = 1.0
+    model: Any, batch: Any, temperature: float = 1.0, *, full: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(logprobs, entropy)``, both float32 B x T, aligned with ``batch.input_ids``.
 
     ``model`` is a causal LM returning ``.logits`` (e.g. a transformers ``*ForCausalLM``);
-    ``batch`` has ``input_ids``, ``attention_mask`` and ``position_ids``. ``temperature`` 0
-    (greedy sampling) is treated as 1, as the sampler does. Entropy carries no gradient.
+    ``batch`` has ``input_ids``, ``attention_mask``, ``position_ids`` and ``loss_mask``.
+    ``temperature`` 0 (greedy sampling) is treated as 1, as the sampler does. Entropy carries
+    no gradient. For known plain-head architectures (``HEAD_ONLY_TYPES``) the LM head and the
+    softmax run only where ``loss_mask`` is 1 (prompt tokens are most of a row; this saves
+    their vocabulary-sized logits) and other positions hold 0; ``full=True`` computes every
+    position through ``model(...).logits``.
     """
     t = float(temperature) if temperature and temperature > 0 else 1.0
-    out = model(
-        input_ids=batch.input_ids,
-        attention_mask=batch.attention_mask,
-        position_ids=batch.position_ids,
-        use_cache=False,
-    )
-    logits = out.logits[:, :-1, :].float()
-    if t != 1.0:
-        logits = logits / t
-    targets = batch.input_ids[:, 1:].unsqueeze(-1)
-    lse = torch.logsumexp(logits, dim=-1)
-    picked = logits.gather(-1, targets).squeeze(-1) - lse
-    with torch.no_grad():
-        probs = torch.softmax(logits, dim=-1)
-        entropy = lse - (probs * logits).sum(-1)
-    return _shift(picked), _shift(entropy)
+    inputs = {
+        "input_ids": batch.input_ids,
+        "attention_mask": batch.attention_mask,
+        "position_ids": batch.position_ids,
+        "use_cache": False,
+    }
+    split = None if full or getattr(batch, "loss_mask", None) is None else _split_model(model)
+    if split is None:
+        logits = model(**inputs).logits[:, :-1, :]
+        picked, entropy = _picked_and_entropy(logits, batch.input_ids[:, 1:], t)
+        return _shift(picked), _shift(entropy)
+    decoder, head = split
+    hidden = decoder(**inputs).last_hidden_state[:, :-1, :]
+    sel = batch.loss_mask[:, 1:] > 0
+    picked, entropy = _picked_and_entropy(head(hidden[sel]), batch.input_ids[:, 1:][sel], t)
+    zeros = torch.zeros(sel.shape, dtype=torch.float32, device=sel.device)
+    return _shift(zeros.masked_scatter(sel, picked)), _shift(zeros.masked_scatter(sel, entropy))
 
 
 def _masked_stats(values: torch.Tensor, mask: torch.Tensor) -> tuple[float, float, float]:
