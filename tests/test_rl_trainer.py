@@ -193,3 +193,40 @@ def test_resume_after_kill_matches_uninterrupted_run(tiny_model_dir, tmp_path):
 
 def cfg_out(cfg) -> Path:
     return Path(cfg.run.out_dir)
+
+
+def test_phase_spans_and_metrics_truncation(tmp_path):
+    from metaagentx.rl.metrics import MetricsWriter, read_metrics
+    from metaagentx.rl.plot import phase_spans, plot_reward
+
+    phases = ["executor", "executor", "designer", "designer", "designer", "executor"]
+    writer = MetricsWriter(tmp_path)
+    for step, phase in enumerate(phases, start=1):
+        writer.write({"step": step, "phase": phase, "reward_mean": step / 10})
+    assert phase_spans(read_metrics(tmp_path)) == [
+        ("executor", 0.5, 2.5), ("designer", 2.5, 5.5), ("executor", 5.5, 6.5)]
+    writer.truncate_after(4)
+    assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2, 3, 4]
+    assert plot_reward(tmp_path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_task_stream_resumes_the_same_order():
+    from metaagentx.rl.trainer import TaskStream
+
+    tasks = load_tasks("generated:arith", limit=5)
+    full = TaskStream(tasks, seed=1)
+    seq = [t.id for t in full.take(4) + full.take(4) + full.take(4)]
+    assert sorted(seq[:5]) == sorted(t.id for t in tasks)  # each epoch is a permutation
+    again = TaskStream(tasks, seed=1, pos=4)
+    assert [t.id for t in again.take(8)] == seq[4:]
+
+
+def test_kl_to_frozen_reference(tiny_model_dir, tmp_path):
+    out = tmp_path / "kl"
+    cfg = make_cfg(tiny_model_dir, out, "--rl.steps=2", "--rl.kl_coef=0.1",
+                   "--rl.schedule=executor_only", "--rollout.tasks_per_step=1")
+    tok = load_model_and_tokenizer(str(tiny_model_dir))[1]
+    train(cfg, generator=scripted(tok))
+    first, second = rows_of(out / "metrics.jsonl")
+    assert first["kl"] == 0.0  # the policy still equals its reference
+    assert second["kl"] > 0.0  # one step later it has moved away

@@ -47,6 +47,7 @@ class Policy:
     scheduler: Any
     generator: Any
     ckpt_root: Path = field(default_factory=Path)  # folder holding this policy's checkpoints/
+    ref_model: Any = None  # frozen copy of the starting weights (only when rl.kl_coef > 0)
 
 
 class TaskStream:
@@ -163,7 +164,7 @@ def accumulate_gradients(model: Any, rows: list[Any], cfg: Config, device: str, 
 
 def update_policy(policy: Policy, episodes: list[Episode], dadv: dict[int, float],
                   eadv: dict[tuple[int, int], float], roles: set[str], cfg: Config,
-                  device: str, ref_model: Any = None) -> dict[str, float]:
+                  device: str) -> dict[str, float]:
     """The role-masked GRPO update of one step: rows of the ``roles`` calls only, gradient
     accumulated over micro-batches, clipped, then ONE optimizer step and a weight sync.
     Returns token-weighted loss metrics."""
@@ -176,7 +177,8 @@ def update_policy(policy: Policy, episodes: list[Episode], dadv: dict[int, float
     # Rows whose advantages are all zero contribute exactly zero gradient when there is no KL
     # term; skipping them saves their forward/backward (the normalizer above still counts them).
     live = rows if rl.kl_coef > 0 else [r for r in rows if any(a != 0.0 for a in r.advantages)]
-    sums = accumulate_gradients(model, live, cfg, device, units=units, ref_model=ref_model)
+    sums = accumulate_gradients(model, live, cfg, device, units=units,
+                                ref_model=policy.ref_model)
     weight = sums["trained_tokens"]
     out = {k: (v / weight if weight else 0.0) for k, v in sums.items()
            if k not in ("loss", "trained_tokens")}
@@ -217,7 +219,11 @@ def _load_policies(cfg: Config, device: str, generator: Any, designer_generator:
         gen = given if given is not None else _make_generator(cfg, model, tokenizer)
         opt, sched = build_optimizer(model, cfg.rl.lr, cfg.rl.weight_decay,
                                      cfg.rl.warmup_steps, cfg.rl.steps)
-        policies.append(Policy(name, roles, model, opt, sched, gen, root))
+        ref = None
+        if cfg.rl.kl_coef > 0:  # a frozen copy of this policy's starting weights
+            ref = load_model_and_tokenizer(model_name, dtype=cfg.model.dtype, device=device)[0]
+            ref.requires_grad_(False)
+        policies.append(Policy(name, roles, model, opt, sched, gen, root, ref))
     return policies
 
 
@@ -342,12 +348,6 @@ def train(cfg: Config, *, resume: bool = False, generator: Any = None,
     set_seed(cfg.run.seed)
     device = pick_device(cfg.model.device)
     policies = _load_policies(cfg, device, generator, designer_generator, out_dir)
-    ref_model = None
-    if cfg.rl.kl_coef > 0:  # a frozen copy of the starting policy
-        from metaagentx.backends.models import load_model_and_tokenizer
-
-        ref_model = load_model_and_tokenizer(cfg.model.name, dtype=cfg.model.dtype,
-                                             device=device)[0].eval().requires_grad_(False)
     tasks = TaskStream(load_tasks(cfg.data.train, limit=cfg.data.train_limit,
                                   seed=cfg.data.seed), seed=cfg.data.seed)
     schedule = Schedule(cfg.rl.schedule, cfg.rl.k, cfg.rl.first_phase)
@@ -373,8 +373,7 @@ def train(cfg: Config, *, resume: bool = False, generator: Any = None,
         t1 = time.perf_counter()
         dadv, eadv = compute_advantages(groups, cfg.rl.executor_group)
         episodes = [ep for eps in groups for ep in eps]
-        updates = {p.name: update_policy(p, episodes, dadv, eadv, roles & p.roles, cfg, device,
-                                         ref_model)
+        updates = {p.name: update_policy(p, episodes, dadv, eadv, roles & p.roles, cfg, device)
                    for p in policies if roles & p.roles}
         t2 = time.perf_counter()
         row = _metrics_row(step + 1, phase, groups, dadv, eadv, updates, (t1 - t0, t2 - t1))
