@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -95,9 +96,12 @@ def _rl_model(cfg: Config, rl_out: Path) -> tuple[Any, Any]:
     return model, tokenizer
 
 
-def run_demo(cfg: Config, *, progress: bool = True, eval_temperature: float = 0.0
-             ) -> dict[str, Any]:
-    """Run every stage (see the module docstring); return and save the summary."""
+def run_demo(cfg: Config, *, progress: bool = True, eval_temperature: float = 0.0,
+             generator_factory: Callable[[Any, Any], Any] | None = None) -> dict[str, Any]:
+    """Run every stage (see the module docstring); return and save the summary.
+
+    ``generator_factory(model, tokenizer)`` replaces the configured backend (tests pass a
+    scripted one); by default the live model is served by ``generation.backend``."""
     from metaagentx.backends.models import load_model_and_tokenizer
     from metaagentx.rl.trainer import pick_device, set_seed, train
     from metaagentx.sft import MODEL_DIR, train_sft
@@ -113,7 +117,8 @@ def run_demo(cfg: Config, *, progress: bool = True, eval_temperature: float = 0.
     heldout = held_out_tasks(cfg)
     model, tok = load_model_and_tokenizer(cfg.model.name, dtype=cfg.model.dtype,
                                           device=pick_device(cfg.model.device))
-    gen = _hf_generator(cfg, model, tok)
+    make_gen = generator_factory or (lambda m, t: _hf_generator(cfg, m, t))
+    gen = make_gen(model, tok)
     kw = {"temperature": eval_temperature, "progress": progress}
 
     t0 = time.perf_counter()
@@ -126,6 +131,10 @@ def run_demo(cfg: Config, *, progress: bool = True, eval_temperature: float = 0.
         train_tasks, gen, cfg, teacher="", progress=progress))
     results["demonstrations"] = write_demonstrations(out / "sft-data", designer, executor, stats)
     print(format_stats(results["demonstrations"]))
+    if not designer:
+        raise RuntimeError(f"no demonstration survived the correctness filter "
+                           f"({stats.executions} executions of {len(train_tasks)} tasks); "
+                           "use a teacher (sft.teacher) or easier training tasks")
     _stage("demonstrations", results, t0)
 
     t0 = time.perf_counter()
@@ -141,13 +150,12 @@ def run_demo(cfg: Config, *, progress: bool = True, eval_temperature: float = 0.
     t0 = time.perf_counter()
     rl_cfg = replace(cfg, model=replace(cfg.model, name=str(out / "sft" / MODEL_DIR)),
                      run=replace(cfg.run, out_dir=str(out / "rl")))
-    train(rl_cfg)
+    train(rl_cfg, generator=None if generator_factory is None else generator_factory(None, tok))
     _stage("rl", results, t0)
 
     t0 = time.perf_counter()
     model, tok = _rl_model(rl_cfg, out / "rl")
-    results["rl_eval"] = evaluate_policy(cfg, _hf_generator(cfg, model, tok), heldout, "rl",
-                                         **kw)
+    results["rl_eval"] = evaluate_policy(cfg, make_gen(model, tok), heldout, "rl", **kw)
     _stage("eval rl", results, t0)
     results["wall_s"] = round(time.perf_counter() - t_all, 1)
     (out / "demo.json").write_text(json.dumps(results, indent=2) + "\n")
