@@ -207,3 +207,23 @@ def test_baseline_configs_load_and_say_what_they_are():
     assert cfgs["metaagentx"].rl.schedule == "stagewise"
     for p in root.glob("*.toml"):
         assert "metaagentx eval" in p.read_text()  # each says how it is evaluated
+
+
+def test_cli_sft_data_then_sft(tiny_dir, tmp_path, capsys):
+    """The two commands chained: template demonstrations (scripted policy), then SFT."""
+    from metaagentx.cli import main
+
+    data = tmp_path / "data"
+    assert main(["sft-data", "--out", str(data), "--no-progress", "--sft.tasks=3",
+                 "--sft.samples_per_task=1", "--generation.backend=scripted",
+                 "--data.train=generated:arith", "--mas.timeout_s=60",
+                 "--generation.designer_max_tokens=4096"]) == 0
+    stats = json.loads((data / "stats.json").read_text())
+    assert stats["mode"] == "templates" and stats["designs"] == 3 and stats["tasks"] == 3
+    assert len((data / "executor.jsonl").read_text().splitlines()) == stats["executor_examples"]
+    assert "acceptance:" in capsys.readouterr().out
+    _write_demos(data)  # the echoing policy is rarely right: train on known examples
+    assert main(["sft", "--data", str(data), "--out", str(tmp_path / "sft"), "--no-progress",
+                 f"--model.name={tiny_dir}", "--model.device=cpu"]) == 0
+    assert "--model.name=" in capsys.readouterr().out
+    assert (tmp_path / "sft" / "model" / "config.json").is_file()
