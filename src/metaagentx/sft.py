@@ -191,8 +191,6 @@ def train_sft(
     """Fine-tune on the demonstrations in ``data_dir``; write checkpoints, metrics.jsonl and
     ``<out_dir>/model``. ``model``/``tokenizer`` reuse a loaded policy (else cfg.model.name
     is loaded). Returns a summary (steps, examples, tokens, first/last loss, model folder)."""
-    import torch
-
     from metaagentx.backends.models import load_model_and_tokenizer
     from metaagentx.rl import checkpoint as ckpt
     from metaagentx.rl.metrics import MetricsWriter
@@ -231,22 +229,10 @@ def train_sft(
             epoch, index = divmod(step, per_epoch)
             batch = epoch_batches(rows, cfg.sft.batch_tokens, epoch, cfg.run.seed)[index]
             batch = batch.to(_device_of(model))
-            t0 = time.perf_counter()
-            with torch.autocast(device_type=_device_type(model), dtype=torch.bfloat16,
-                                enabled=cfg.rl.bf16):
-                loss, ntok = sft_loss(model, batch)
-            loss.backward()
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.rl.max_grad_norm)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
+            row = sft_update(model, batch, optimizer, scheduler, cfg)
             step += 1
-            losses.append(float(loss.item()))
-            writer.write({"step": step, "phase": "sft", "epoch": epoch,
-                          "lr": scheduler.get_last_lr()[0], "loss": losses[-1],
-                          "grad_norm": float(grad_norm), "tokens": ntok,
-                          "rows": int(batch.input_ids.shape[0]),
-                          "time_update_s": round(time.perf_counter() - t0, 3)})
+            losses.append(row["loss"])
+            writer.write({"step": step, "phase": "sft", "epoch": epoch, **row})
             if bar is not None:
                 bar[0].update(bar[1], advance=1, description=f"sft loss {losses[-1]:.3f}")
             if step % max(1, cfg.rl.save_every) == 0 or step == total:
@@ -262,6 +248,26 @@ def train_sft(
     folder = save_model_folder(model, tokenizer, out / MODEL_DIR)
     return {"steps": step, "examples": len(rows), "first_loss": losses[0] if losses else None,
             "last_loss": losses[-1] if losses else None, "model_dir": str(folder)}
+
+
+def sft_update(model: Any, batch: Any, optimizer: Any, scheduler: Any, cfg: Config
+               ) -> dict[str, Any]:
+    """One optimizer step on one micro-batch; returns its metrics row (without step)."""
+    import torch
+
+    t0 = time.perf_counter()
+    with torch.autocast(device_type=_device_type(model), dtype=torch.bfloat16,
+                        enabled=cfg.rl.bf16):
+        loss, ntok = sft_loss(model, batch)
+    loss.backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.rl.max_grad_norm)
+    lr = float(optimizer.param_groups[0]["lr"])
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    return {"lr": lr, "loss": float(loss.item()), "grad_norm": float(grad_norm),
+            "tokens": ntok, "rows": int(batch.input_ids.shape[0]),
+            "time_update_s": round(time.perf_counter() - t0, 3)}
 
 
 def _device_of(model: Any) -> Any:
