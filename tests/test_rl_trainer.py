@@ -230,3 +230,21 @@ def test_kl_to_frozen_reference(tiny_model_dir, tmp_path):
     first, second = rows_of(out / "metrics.jsonl")
     assert first["kl"] == 0.0  # the policy still equals its reference
     assert second["kl"] > 0.0  # one step later it has moved away
+
+
+def test_train_command_with_hf_backend_and_resume(tiny_model_dir, tmp_path):
+    from metaagentx.cli import main
+
+    out = tmp_path / "cli"
+    args = ["train", f"--model.name={tiny_model_dir}", "--model.device=cpu",
+            "--generation.backend=hf", "--generation.designer_max_tokens=4",
+            "--rollout.m=2", "--rollout.n=1", "--rollout.tasks_per_step=1",
+            "--data.train=generated:arith", f"--run.out_dir={out}"]
+    assert main([*args, "--rl.steps=1"]) == 0
+    (row,) = rows_of(out / "metrics.jsonl")
+    # a random model writes no script: both designs are recorded rejections, nothing runs
+    assert sum(row["failures"].values()) == 2 and row["executions"] == 2
+    assert row["calls"] == 2 and 0 < row["tokens"] <= 8 and row["reward_mean"] == 0.0
+    assert main([*args, "--rl.steps=2", "--resume"]) == 0  # extend the finished run
+    assert [r["step"] for r in rows_of(out / "metrics.jsonl")] == [1, 2]
+    assert load_config(out / "config.toml").rl.steps == 2
