@@ -88,6 +88,61 @@ def advantage_metrics(designer: list[float], executor: list[float]) -> dict[str,
     }
 
 
+def step_row(step: int, phase: str, groups: list[list[Episode]], dadv: dict[int, float],
+                 eadv: dict[tuple[int, int], float], updates: dict[str, dict[str, float]],
+                 times: tuple[float, float]) -> dict[str, Any]:
+    """One ``metrics.jsonl`` row (fields as in the run folder layout, plus a few extras).
+
+    ``updates`` maps a policy name ("shared" | "executor" | "designer") to the loss metrics
+    of its update; ``times`` is (rollout seconds, update seconds)."""
+    ep_stats = episode_metrics(groups)
+    row: dict[str, Any] = {"step": step, "phase": phase}
+    main = updates.get("shared") or updates.get("executor") or {}
+    row["lr"] = main.get("lr", 0.0)
+    row.update({k: ep_stats[k] for k in ("reward_mean", "accuracy", "design_reward_mean",
+                                         "design_valid_frac", "reward_by_structure",
+                                         "structure_counts")})
+    row.update(advantage_metrics(list(dadv.values()), list(eadv.values())))
+    trained = sum(u.get("trained_tokens", 0.0) for u in updates.values())
+
+    def wmean(key: str) -> float:
+        if not trained:
+            return 0.0
+        return sum(u.get(key, 0.0) * u.get("trained_tokens", 0.0) for u in updates.values()) \
+            / trained
+
+    row["loss"] = sum(u.get("loss", 0.0) for u in updates.values())
+    row.update({k: wmean(k) for k in ("clip_frac", "kl", "entropy")})
+    row["grad_norm"] = {name: u.get("grad_norm", 0.0) for name, u in updates.items()}
+    row["tokens"] = ep_stats["tokens"]
+    row["prompt_tokens"] = ep_stats["prompt_tokens"]
+    row["trained_tokens"] = int(trained)  # 0: no token had a nonzero advantage (no update)
+    row["loss_tokens"] = int(sum(u.get("loss_tokens", 0.0) for u in updates.values()))
+    row["calls"] = ep_stats["calls"]
+    row["executions"] = ep_stats["executions"]
+    row["failures"] = ep_stats["failures"]
+    row["time_rollout_s"] = round(times[0], 3)
+    row["time_update_s"] = round(times[1], 3)
+    row["tokens_per_s"] = round(ep_stats["tokens"] / times[0], 2) if times[0] > 0 else 0.0
+    return row
+
+
+def print_progress(console: Any, row: dict[str, Any], total: int) -> None:
+    """The rich one-line summary of a step."""
+    fails = sum(row["failures"].values())
+    top = ", ".join(f"{k}={v}" for k, v in sorted(row["failures"].items(),
+                                                 key=lambda kv: -kv[1])[:3])
+    console.print(
+        f"[bold]step {row['step']:>4}/{total}[/] [cyan]{row['phase']:<8}[/] "
+        f"reward {row['reward_mean']:.3f} acc {row['accuracy']:.3f} "
+        f"loss {row['loss']:+.4f} ent {row['entropy']:.2f} clip {row['clip_frac']:.3f} "
+        f"| {row['calls']} calls {row['tokens']} tok {row['tokens_per_s']:.1f} tok/s "
+        f"| rollout {row['time_rollout_s']:.1f}s update {row['time_update_s']:.1f}s "
+        f"| failures {fails}{f' ({top})' if top else ''}",
+        highlight=False, soft_wrap=True,
+    )
+
+
 class MetricsWriter:
     """Appends one JSON row per step to ``<out_dir>/metrics.jsonl`` (+ optional trackers)."""
 

@@ -216,7 +216,8 @@ def _load_policies(cfg: Config, device: str, generator: Any, designer_generator:
             model.gradient_checkpointing_enable()
             model.config.use_cache = False
         given = (designer_generator or generator) if name == "designer" else generator
-        gen = given if given is not None else _make_generator(cfg, model, tokenizer)
+        gen = given if given is not None else _make_generator(cfg, model, tokenizer,
+                                                               model_name)
         opt, sched = build_optimizer(model, cfg.rl.lr, cfg.rl.weight_decay,
                                      cfg.rl.warmup_steps, cfg.rl.steps)
         ref = None
@@ -227,7 +228,9 @@ def _load_policies(cfg: Config, device: str, generator: Any, designer_generator:
     return policies
 
 
-def _make_generator(cfg: Config, model: Any, tokenizer: Any) -> Any:
+def _make_generator(cfg: Config, model: Any, tokenizer: Any, model_name: str) -> Any:
+    """hf: a generator on the live module (weights shared); other backends load
+    ``model_name`` themselves and get the weights through ``sync_weights`` after each step."""
     if cfg.generation.backend == "hf":
         from metaagentx.backends.hf import HFGenerator
 
@@ -235,7 +238,7 @@ def _make_generator(cfg: Config, model: Any, tokenizer: Any) -> Any:
                            max_prompt_tokens=cfg.generation.max_prompt_tokens)
     from metaagentx.backends import load_generator
 
-    return load_generator(cfg, model=model)
+    return load_generator(cfg, model=model_name)
 
 
 def _save(policies: list[Policy], cfg: Config, step: int, state: dict[str, Any]) -> None:
@@ -274,55 +277,26 @@ def _write_samples(out_dir: Path, step: int, groups: list[list[Episode]]) -> Non
                 f.write(json.dumps(to_jsonable(ep)) + "\n")
 
 
-def _metrics_row(step: int, phase: str, groups: list[list[Episode]], dadv: dict[int, float],
-                 eadv: dict[tuple[int, int], float], updates: dict[str, dict[str, float]],
-                 times: tuple[float, float]) -> dict[str, Any]:
-    """One ``metrics.jsonl`` row (fields as in the run folder layout, plus a few extras)."""
-    ep_stats = M.episode_metrics(groups)
-    row: dict[str, Any] = {"step": step, "phase": phase}
-    main = updates.get("shared") or updates.get("executor") or {}
-    row["lr"] = main.get("lr", 0.0)
-    row.update({k: ep_stats[k] for k in ("reward_mean", "accuracy", "design_reward_mean",
-                                         "design_valid_frac", "reward_by_structure",
-                                         "structure_counts")})
-    row.update(M.advantage_metrics(list(dadv.values()), list(eadv.values())))
-    trained = sum(u.get("trained_tokens", 0.0) for u in updates.values())
-
-    def wmean(key: str) -> float:
-        if not trained:
-            return 0.0
-        return sum(u.get(key, 0.0) * u.get("trained_tokens", 0.0) for u in updates.values()) \
-            / trained
-
-    row["loss"] = sum(u.get("loss", 0.0) for u in updates.values())
-    row.update({k: wmean(k) for k in ("clip_frac", "kl", "entropy")})
-    row["grad_norm"] = {name: u.get("grad_norm", 0.0) for name, u in updates.items()}
-    row["tokens"] = ep_stats["tokens"]
-    row["prompt_tokens"] = ep_stats["prompt_tokens"]
-    row["trained_tokens"] = int(trained)
-    row["loss_tokens"] = int(sum(u.get("loss_tokens", 0.0) for u in updates.values()))
-    row["calls"] = ep_stats["calls"]
-    row["executions"] = ep_stats["executions"]
-    row["failures"] = ep_stats["failures"]
-    row["time_rollout_s"] = round(times[0], 3)
-    row["time_update_s"] = round(times[1], 3)
-    row["tokens_per_s"] = round(ep_stats["tokens"] / times[0], 2) if times[0] > 0 else 0.0
-    return row
-
-
-def _progress(console: Any, row: dict[str, Any], total: int) -> None:
-    fails = sum(row["failures"].values())
-    top = ", ".join(f"{k}={v}" for k, v in sorted(row["failures"].items(),
-                                                 key=lambda kv: -kv[1])[:3])
-    console.print(
-        f"[bold]step {row['step']:>4}/{total}[/] [cyan]{row['phase']:<8}[/] "
-        f"reward {row['reward_mean']:.3f} acc {row['accuracy']:.3f} "
-        f"loss {row['loss']:+.4f} ent {row['entropy']:.2f} clip {row['clip_frac']:.3f} "
-        f"| {row['calls']} calls {row['tokens']} tok {row['tokens_per_s']:.1f} tok/s "
-        f"| rollout {row['time_rollout_s']:.1f}s update {row['time_update_s']:.1f}s "
-        f"| failures {fails}{f' ({top})' if top else ''}",
-        highlight=False, soft_wrap=True,
-    )
+def train_step(step: int, policies: list[Policy], tasks: TaskStream, schedule: Any,
+               cfg: Config, device: str) -> tuple[dict[str, Any], list[list[Episode]]]:
+    """One training step (0-based ``step``): rollout tree -> rewards -> advantages ->
+    role-masked update of each policy with an active role -> the step's metrics row."""
+    roles, phase = set(schedule.roles_at(step)), schedule.phase_at(step)
+    batch = tasks.take(cfg.rollout.tasks_per_step)
+    gen = next(p for p in policies if "executor" in p.roles).generator
+    dgen = next(p for p in policies if "designer" in p.roles).generator
+    for p in policies:
+        p.model.eval()
+    t0 = time.perf_counter()
+    groups = asyncio.run(rollout_step(batch, gen, cfg=cfg, designer_generator=dgen, step=step))
+    t1 = time.perf_counter()
+    dadv, eadv = compute_advantages(groups, cfg.rl.executor_group)
+    episodes = [ep for eps in groups for ep in eps]
+    updates = {p.name: update_policy(p, episodes, dadv, eadv, roles & p.roles, cfg, device)
+               for p in policies if roles & p.roles}
+    t2 = time.perf_counter()
+    row = M.step_row(step + 1, phase, groups, dadv, eadv, updates, (t1 - t0, t2 - t1))
+    return row, groups
 
 
 def train(cfg: Config, *, resume: bool = False, generator: Any = None,
@@ -357,32 +331,17 @@ def train(cfg: Config, *, resume: bool = False, generator: Any = None,
     if resume:
         start, state = _resume(policies, out_dir)
         tasks.pos = int(state["data_pos"])
-        writer.truncate_after(start)
-        console.print(f"resumed from step {start} (phase {state.get('phase')}, "
+        writer.truncate_after(start)  # rows a killed run wrote after its last checkpoint
+        console.print(f"resumed after step {start} (phase {state.get('phase')}, "
                       f"data position {tasks.pos})")
-    gen = next(p for p in policies if "executor" in p.roles).generator
-    dgen = next(p for p in policies if "designer" in p.roles).generator
     for step in range(start, cfg.rl.steps):
-        roles, phase = set(schedule.roles_at(step)), schedule.phase_at(step)
-        batch = tasks.take(cfg.rollout.tasks_per_step)
-        for p in policies:
-            p.model.eval()
-        t0 = time.perf_counter()
-        groups = asyncio.run(rollout_step(batch, gen, cfg=cfg, designer_generator=dgen,
-                                          step=step))
-        t1 = time.perf_counter()
-        dadv, eadv = compute_advantages(groups, cfg.rl.executor_group)
-        episodes = [ep for eps in groups for ep in eps]
-        updates = {p.name: update_policy(p, episodes, dadv, eadv, roles & p.roles, cfg, device)
-                   for p in policies if roles & p.roles}
-        t2 = time.perf_counter()
-        row = _metrics_row(step + 1, phase, groups, dadv, eadv, updates, (t1 - t0, t2 - t1))
+        row, groups = train_step(step, policies, tasks, schedule, cfg, device)
         writer.write(row)
         _write_samples(out_dir, step + 1, groups)
         if step % max(1, cfg.run.log_every) == 0 or step + 1 == cfg.rl.steps:
-            _progress(console, row, cfg.rl.steps)
+            M.print_progress(console, row, cfg.rl.steps)
         if (step + 1) % max(1, cfg.rl.save_every) == 0 or step + 1 == cfg.rl.steps:
-            _save(policies, cfg, step + 1, {"phase": phase, "data_pos": tasks.pos})
+            _save(policies, cfg, step + 1, {"phase": row["phase"], "data_pos": tasks.pos})
             plot_reward(out_dir)
         if on_step is not None:
             on_step(row)
