@@ -212,9 +212,10 @@ def _load_policies(cfg: Config, device: str, generator: Any, designer_generator:
     for name, roles, model_name, root in specs:
         model, tokenizer = load_model_and_tokenizer(model_name, dtype=cfg.model.dtype,
                                                     device=device)
-        if cfg.model.gradient_checkpointing:
-            model.gradient_checkpointing_enable()
-            model.config.use_cache = False
+        if cfg.model.gradient_checkpointing:  # renamed in newer transformers
+            enable = getattr(model, "activation_checkpointing_enable", None) \
+                or model.gradient_checkpointing_enable
+            enable()
         given = (designer_generator or generator) if name == "designer" else generator
         gen = given if given is not None else _make_generator(cfg, model, tokenizer,
                                                                model_name)
