@@ -69,12 +69,14 @@ async def _make_design(task: Task, t: int, m: int, generator: Generator, cfg: Co
     )
 
 
-async def _score(task: Task, execution: Execution) -> Execution:
+async def _score(task: Task, execution: Execution, cfg: Config) -> Execution:
     """Fill ``execution.reward``: the task's reward for a submitted answer, else 0."""
-    from metaagentx.tasks import reward
+    from metaagentx.tasks import reward_details_async
 
     if execution.outcome == Outcome.SUBMITTED and execution.answer is not None:
-        execution.reward = float(await asyncio.to_thread(reward, task, execution.answer))
+        details = await reward_details_async(task, execution.answer,
+                                             timeout_s=cfg.data.code_timeout_s)
+        execution.reward = float(details["reward"])
     else:
         execution.reward = 0.0
     return execution
@@ -99,7 +101,7 @@ async def _episode(task: Task, t: int, m: int, generator: Generator, designer: G
                 sampling=_sampling(cfg, cfg.generation.executor_max_tokens, seed),
                 agent_sampling=False,  # one temperature, so recorded logprobs match training
             )
-        return await _score(task, ex)
+        return await _score(task, ex, cfg)
 
     runs = list(await asyncio.gather(*(one(n) for n in range(cfg.rollout.n))))
     return Episode(task=task, design=design, executions=runs)
