@@ -169,6 +169,10 @@ def test_stop_strings_top_p_and_sync_weights(tiny_folder):
     # top_p tiny -> only the most likely token survives: same ids as greedy
     nucleus = gen.submit(prompt, SamplingParams(top_p=1e-6, max_new_tokens=12, seed=3)).result()
     assert nucleus.token_ids == free.token_ids
+    model.gradient_checkpointing_enable()  # as a trainer may leave it: train mode + GC
+    model.train()
+    again = gen.submit(prompt, SamplingParams(temperature=0, max_new_tokens=12)).result()
+    assert again.token_ids == free.token_ids and model.training  # served in eval, restored
     state = {k: torch.zeros_like(v) for k, v in model.state_dict().items()}
     gen.sync_weights(state)
     assert all(float(p.detach().abs().sum()) == 0 for p in model.parameters())

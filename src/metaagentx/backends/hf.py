@@ -11,6 +11,9 @@ a finished row leaves at once while the others go on. Each request has its own s
 params and its own ``torch.Generator`` (seeded when ``params.seed`` is set), so a seeded
 request draws the same numbers whatever else is in the batch.
 
+The trainer updates the same nn.Module: it holds ``gen.lock`` (or simply does not generate)
+while it runs forward/backward/step; each decode step takes the lock and runs in eval mode.
+
 Logprobs are ``log_softmax(logits / T)`` of the chosen token in float32 (T = 1 for greedy),
 without top-p renormalisation: the same quantity the trainer computes.
 """
@@ -144,7 +147,14 @@ class HFGenerator:
                 return
             try:
                 with self.lock, torch.inference_mode():
-                    batch = self._step(batch, new)
+                    training = self.model.training  # the trainer may have left train mode on
+                    if training:
+                        self.model.eval()
+                    try:
+                        batch = self._step(batch, new)
+                    finally:
+                        if training:
+                            self.model.train()
             except Exception as err:  # fail the affected requests loudly, keep serving
                 for row in (batch.rows if batch else []) + new:
                     if not row.future.done():
