@@ -169,7 +169,9 @@ def test_stop_strings_top_p_and_sync_weights(tiny_folder):
     # top_p tiny -> only the most likely token survives: same ids as greedy
     nucleus = gen.submit(prompt, SamplingParams(top_p=1e-6, max_new_tokens=12, seed=3)).result()
     assert nucleus.token_ids == free.token_ids
-    model.gradient_checkpointing_enable()  # as a trainer may leave it: train mode + GC
+    enable = (getattr(model, "activation_checkpointing_enable", None)
+              or model.gradient_checkpointing_enable)
+    enable()  # as a trainer may leave it: train mode + activation checkpointing
     model.train()
     again = gen.submit(prompt, SamplingParams(temperature=0, max_new_tokens=12)).result()
     assert again.token_ids == free.token_ids and model.training  # served in eval, restored
