@@ -74,6 +74,9 @@ def test_mask_covers_exactly_the_assistant_tokens(tokenizer):
     # The whole row is the chat template of the full conversation (minus its trailing newline).
     full = tokenizer.apply_chat_template(MESSAGES, tokenize=False)
     assert tokenizer.decode(ids) == full.rstrip("\n")
+    # A reply cut at max_new_tokens is trained without an end-of-turn token.
+    cut_ids, cut_mask = tokenize_example(tokenizer, MESSAGES, ended=False)
+    assert cut_ids == ids[:-1] and cut_mask == mask[:-1]
 
 
 def test_sft_loss_is_the_mean_nll_of_assistant_tokens_only(tiny_dir, tokenizer):

@@ -42,14 +42,16 @@ def end_of_turn_id(tokenizer: Any) -> int:
     return int(tokenizer.eos_token_id)
 
 
-def tokenize_example(tokenizer: Any, messages: list[dict[str, str]]) -> tuple[list[int], list[int]]:
+def tokenize_example(tokenizer: Any, messages: list[dict[str, str]], *, ended: bool = True
+                     ) -> tuple[list[int], list[int]]:
     """(input_ids, loss_mask): mask is 1 exactly on the assistant response tokens (its text
-    and the end-of-turn token), 0 on every prompt token."""
+    and, when the reply ``ended``, the end-of-turn token), 0 on every prompt token."""
     if not messages or messages[-1].get("role") != "assistant":
         raise ValueError("an SFT example's last message must have role 'assistant'")
     prompt = render_prompt(tokenizer, messages[:-1])
     response = list(tokenizer(messages[-1]["content"], add_special_tokens=False)["input_ids"])
-    response.append(end_of_turn_id(tokenizer))
+    if ended:
+        response.append(end_of_turn_id(tokenizer))
     return prompt + response, [0] * len(prompt) + [1] * len(response)
 
 
@@ -86,7 +88,8 @@ def build_rows(tokenizer: Any, examples: list[dict[str, Any]], *, max_tokens: in
 
     rows = []
     for ex in examples:
-        ids, mask = tokenize_example(tokenizer, ex["messages"])
+        ids, mask = tokenize_example(tokenizer, ex["messages"],
+                                     ended=ex.get("finish", "stop") != "length")
         if len(ids) > max_tokens:
             continue
         rows.append(Row(input_ids=ids, loss_mask=mask, advantages=[1.0] * len(ids),

@@ -13,9 +13,13 @@ Two modes:
   (task-appropriate role prompts come from ``template_script``); the executor side is filled by
   rejection sampling from the policy itself, which plays every agent.
 
-Either way an execution enters the data only when its reward is 1.0; a design enters only when
-at least one of its executions did. Designer examples always carry the plain designer prompt
-(without the seeding hint), the prompt the policy sees in RL. Output under ``DIR``:
+Either way an execution enters the data only when its reward is 1.0. A teacher's design enters
+only when at least one of its executions did; a template design (correct by construction, and
+not the policy's own work) enters whenever it fits in ``generation.designer_max_tokens``, with
+``provenance.verified`` telling whether one of its executions was correct. Designer examples
+always carry the plain designer prompt (without the seeding hint), the prompt the policy sees
+in RL. Executor calls cut at ``max_new_tokens`` are kept (from correct executions only) with
+``finish = "length"``: SFT then trains on their text without an end-of-turn token. Output under ``DIR``:
 ``designer.jsonl``, ``executor.jsonl`` (``{"messages": [...], "provenance": {...}}`` per line)
 and ``stats.json`` (sizes, structure mix, acceptance rate).
 """
@@ -49,7 +53,7 @@ class DemoStats:
     executions: int = 0
     executions_correct: int = 0
     executor_calls_kept: int = 0
-    calls_truncated_skipped: int = 0
+    calls_truncated: int = 0
     rejections: Counter = field(default_factory=Counter)
     structure_mix: Counter = field(default_factory=Counter)
     tasks_covered: set = field(default_factory=set)
@@ -62,7 +66,7 @@ class DemoStats:
             "executions": self.executions, "executions_correct": self.executions_correct,
             "acceptance_rate": self.executions_correct / max(1, self.executions),
             "executor_examples": self.executor_calls_kept,
-            "calls_truncated_skipped": self.calls_truncated_skipped,
+            "executor_examples_truncated": self.calls_truncated,
             "rejections": dict(self.rejections), "structure_mix": dict(self.structure_mix),
         }
 
@@ -104,11 +108,12 @@ def _executor_examples(calls: list[Call], prov: dict[str, Any], stats: DemoStats
     for c in calls:
         if c.role != "executor":
             continue
-        if c.finish_reason != "stop":  # truncated replies would teach the model to stop mid-way
-            stats.calls_truncated_skipped += 1
+        if c.finish_reason == "error":
             continue
+        stats.calls_truncated += c.finish_reason == "length"
         msgs = [dict(m) for m in c.messages] + [{"role": "assistant", "content": c.text}]
-        out.append({"messages": msgs, "provenance": {**prov, "agent": c.agent}})
+        out.append({"messages": msgs, "finish": c.finish_reason,
+                    "provenance": {**prov, "agent": c.agent}})
     stats.executor_calls_kept += len(out)
     return out
 
@@ -169,14 +174,15 @@ async def _one_design(
         correct += 1
         executor += _executor_examples(ex.calls, {**prov, "reward": reward}, stats)
     stats.executions_correct += correct
-    if not correct:
+    if teacher and not correct:  # a teacher's design must prove itself
         return [], []
     stats.designs_kept += 1
     stats.structure_mix[structure] += 1
     stats.tasks_covered.add(task.id)
     msgs = [dict(m) for m in runtime.designer_messages(task)]
     msgs.append({"role": "assistant", "content": fenced(script)})
-    return [{"messages": msgs, "provenance": {**prov, "reward": 1.0}}], executor
+    prov = {**prov, "reward": correct / max(1, len(runs)), "verified": correct > 0}
+    return [{"messages": msgs, "provenance": prov}], executor
 
 
 def task_structures(index: int, count: int,
