@@ -76,7 +76,7 @@ class HFGenerator:
     def sync_weights(self, state_dict: dict[str, torch.Tensor]) -> None:
         """Load trainer weights into the served model between decode steps."""
         with self.lock, torch.no_grad():
-            self.model.load_state_dict(state_dict, strict=False)
+            self.model.load_state_dict(state_dict, strict=True)
 
     async def generate(self, prompt_ids: Sequence[int], params: SamplingParams) -> GenerationResult:
         """Queue one request and await its result (batched with concurrent requests)."""
@@ -186,7 +186,10 @@ class HFGenerator:
 
         device = _device(self.model)
         ids, mask, positions = left_padded([r.prompt for r in rows], self.pad_id, device)
-        cache = DynamicCache()
+        try:
+            cache = DynamicCache(config=self.model.config)  # per-layer kinds (sliding or not)
+        except TypeError:  # older transformers
+            cache = DynamicCache()
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
                          use_cache=True, logits_to_keep=1, **{self._cache_kw: cache})
         self._sample(rows, out.logits[:, -1])
