@@ -128,7 +128,7 @@ def run_demo(cfg: Config, *, progress: bool = True, eval_temperature: float = 0.
     t0 = time.perf_counter()
     train_tasks = load_tasks(cfg.data.train, limit=cfg.sft.tasks, seed=cfg.data.seed)
     designer, executor, stats = asyncio.run(generate_demonstrations(
-        train_tasks, gen, cfg, teacher="", executions=2,
+        train_tasks, gen, cfg, teacher="", executions=1,
         progress=progress))
     results["demonstrations"] = write_demonstrations(out / "sft-data", designer, executor, stats)
     print(format_stats(results["demonstrations"]))
