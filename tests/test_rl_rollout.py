@@ -140,3 +140,19 @@ def test_separate_designer_generator_serves_designer_calls():
     assert designer.calls == 4 and all(is_designer(p) for p in designer.prompts)
     assert executor.calls == 8 and not any(is_designer(p) for p in executor.prompts)
     assert all(ex.reward == 1.0 for g in groups for ep in g for ex in ep.executions)
+
+
+def test_timeouts_are_recorded_outcomes_with_zero_reward():
+    looping = '''```python
+while True:
+    pass
+submit("1")
+```'''
+    tasks = load_tasks("generated:arith", limit=1, seed=0)
+    gen = ScriptedGenerator(policy([looping]))
+    cfg = cfg_for(**{"rollout.m": 1, "rollout.n": 2, "mas.timeout_s": 3})
+    groups = asyncio.run(rollout_step(tasks, gen, cfg=cfg))
+    runs = groups[0][0].executions
+    assert [ex.outcome for ex in runs] == [Outcome.TIMEOUT] * 2
+    assert [ex.reward for ex in runs] == [0.0, 0.0]
+    assert failure_counts(groups) == {"timeout": 2}
