@@ -161,6 +161,7 @@ def test_separate_policies_step_only_the_active_model(tiny_model_dir, tmp_path):
     assert any(not torch.equal(start[k], designer[k]) for k in start)
     (row,) = rows_of(out / "metrics.jsonl")
     assert row["phase"] == "designer" and list(row["grad_norm"]) == ["designer"]
+    assert row["lr"] == pytest.approx(1e-3)
 
 
 class Killed(Exception):

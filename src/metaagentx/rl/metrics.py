@@ -89,15 +89,15 @@ def advantage_metrics(designer: list[float], executor: list[float]) -> dict[str,
 
 
 def step_row(step: int, phase: str, groups: list[list[Episode]], dadv: dict[int, float],
-                 eadv: dict[tuple[int, int], float], updates: dict[str, dict[str, float]],
-                 times: tuple[float, float]) -> dict[str, Any]:
+             eadv: dict[tuple[int, int], float], updates: dict[str, dict[str, float]],
+             times: tuple[float, float]) -> dict[str, Any]:
     """One ``metrics.jsonl`` row (fields as in the run folder layout, plus a few extras).
 
     ``updates`` maps a policy name ("shared" | "executor" | "designer") to the loss metrics
     of its update; ``times`` is (rollout seconds, update seconds)."""
     ep_stats = episode_metrics(groups)
     row: dict[str, Any] = {"step": step, "phase": phase}
-    main = updates.get("shared") or updates.get("executor") or {}
+    main = next(iter(updates.values()), {})  # the first stepping policy (executor before designer)
     row["lr"] = main.get("lr", 0.0)
     row.update({k: ep_stats[k] for k in ("reward_mean", "accuracy", "design_reward_mean",
                                          "design_valid_frac", "reward_by_structure",
