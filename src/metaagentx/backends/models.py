@@ -89,8 +89,11 @@ def _cache_matches(folder: Path, source: dict[str, Any]) -> bool:
     return "config.json" in files and files == _file_sizes(folder)
 
 
-def _build_cache(folder: Path, gguf: Path, source: dict[str, Any]) -> None:
-    """Dequantize the GGUF file and write model + tokenizer into ``folder`` atomically."""
+def _build_cache(folder: Path, gguf: Path, source: dict[str, Any], *, force: bool) -> None:
+    """Dequantize the GGUF file and write model + tokenizer into ``folder`` atomically.
+
+    Unless ``force``, a complete cache that another process finished meanwhile is kept.
+    """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -108,6 +111,9 @@ def _build_cache(folder: Path, gguf: Path, source: dict[str, Any]) -> None:
         tokenizer.save_pretrained(tmp)
         marker = {"source": source, "files": _file_sizes(tmp)}
         (tmp / MARKER).write_text(json.dumps(marker, indent=1))
+        if not force and _cache_matches(folder, source):  # another process finished first
+            return
+        tmp.chmod(0o755)
         if folder.exists():
             shutil.rmtree(folder)
         try:
@@ -126,7 +132,7 @@ def embedded_model_dir(*, rebuild: bool = False) -> Path:
     folder = cache_dir() / "models" / EMBEDDED_NAME
     source = _source_fingerprint(gguf)
     if rebuild or not _cache_matches(folder, source):
-        _build_cache(folder, gguf, source)
+        _build_cache(folder, gguf, source, force=rebuild)
     return folder
 
 
