@@ -249,3 +249,14 @@ def test_train_command_with_hf_backend_and_resume(tiny_model_dir, tmp_path):
     assert main([*args, "--rl.steps=2", "--resume"]) == 0  # extend the finished run
     assert [r["step"] for r in rows_of(out / "metrics.jsonl")] == [1, 2]
     assert load_config(out / "config.toml").rl.steps == 2
+
+
+def test_missing_tracker_package_is_a_clear_error(tmp_path):
+    import importlib.util
+
+    from metaagentx.rl.metrics import MetricsWriter
+
+    if importlib.util.find_spec("tensorboard") is not None:
+        pytest.skip("tensorboard is installed")
+    with pytest.raises(RuntimeError, match="run.log_tensorboard = true needs the tensorboard"):
+        MetricsWriter(tmp_path, tensorboard=True)
