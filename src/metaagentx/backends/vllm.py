@@ -57,10 +57,12 @@ class VLLMGenerator:
 
         source = str(embedded_model_dir()) if name == EMBEDDED_NAME else name
         self._vllm = vllm
-        self.llm = vllm.LLM(model=source, dtype=dtype, seed=seed,
-                            gpu_memory_utilization=gpu_memory_utilization,
-                            max_model_len=max_model_len, logprobs_mode="processed_logprobs",
-                            **llm_kwargs)
+        kwargs = dict(model=source, dtype=dtype, seed=seed, max_model_len=max_model_len,
+                      gpu_memory_utilization=gpu_memory_utilization, **llm_kwargs)
+        try:
+            self.llm = vllm.LLM(logprobs_mode="processed_logprobs", **kwargs)
+        except TypeError:  # engines before logprobs_mode report post-temperature logprobs
+            self.llm = vllm.LLM(**kwargs)
         self.tokenizer = self.llm.get_tokenizer()
         context = int(self.llm.llm_engine.model_config.max_model_len)
         self.context = context
