@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,8 +97,13 @@ def _exchanges(calls: list[Call]) -> list[dict[str, Any]]:
     return [{"agent": c.agent, "role": c.role, "messages": c.messages, "text": c.text} for c in calls]
 
 
+def item_seed(run_seed: int, benchmark: str, task_id: str, sample: int) -> int:
+    """A stable per-item sampling seed: reruns and resumed runs draw the same samples."""
+    return zlib.crc32(f"{run_seed}|{benchmark}|{task_id}|{sample}".encode()) % (2**31)
+
+
 async def _design(
-    task: Task, mode: EvalMode, gen: Generator, cfg: Config, temperature: float
+    task: Task, mode: EvalMode, gen: Generator, cfg: Config, temperature: float, seed: int
 ) -> Design:
     """The template (fixed modes) or one design by ``gen`` (designed mode)."""
     from metaagentx.mas import runtime
@@ -109,6 +115,7 @@ async def _design(
         temperature=temperature,
         top_p=cfg.generation.top_p,
         max_new_tokens=cfg.generation.designer_max_tokens,
+        seed=seed,
     )
     return await runtime.design(task, gen, sampling=sampling)
 
@@ -122,7 +129,8 @@ async def run_item(
     from metaagentx.mas import runtime
 
     t0 = time.perf_counter()
-    design = await _design(task, mode, designer or gen, cfg, temperature)
+    seed = item_seed(cfg.run.seed, benchmark, task.id, sample)
+    design = await _design(task, mode, designer or gen, cfg, temperature, seed)
     if design.rejected or not design.script:
         execution = Execution(outcome=Outcome.REJECTED, reason=design.rejected or "no_script")
     else:
@@ -130,6 +138,7 @@ async def run_item(
             temperature=temperature,
             top_p=cfg.generation.top_p,
             max_new_tokens=cfg.generation.executor_max_tokens,
+            seed=seed + 1,
         )
         execution = await runtime.execute(design.script, task, gen, mas=cfg.mas, sampling=sampling)
     answer = execution.answer if execution.outcome == Outcome.SUBMITTED else None
