@@ -96,6 +96,23 @@ def _rl_model(cfg: Config, rl_out: Path) -> tuple[Any, Any]:
     return model, tokenizer
 
 
+def demonstrations(cfg: Config, gen: Any, out_dir: Path, *, progress: bool) -> dict[str, Any]:
+    """Template demonstrations with the policy as executor (correct runs only); stats."""
+    from metaagentx.sft_data import format_stats, generate_demonstrations, write_demonstrations
+    from metaagentx.tasks.datasets import load_tasks
+
+    train_tasks = load_tasks(cfg.data.train, limit=cfg.sft.tasks, seed=cfg.data.seed)
+    designer, executor, stats = asyncio.run(generate_demonstrations(
+        train_tasks, gen, cfg, teacher="", executions=1, progress=progress))
+    info = write_demonstrations(out_dir, designer, executor, stats)
+    print(format_stats(info))
+    if not designer:
+        raise RuntimeError(f"no designer demonstration for {len(train_tasks)} training tasks "
+                           f"(rejections: {info['rejections']}); raise "
+                           "generation.designer_max_tokens or sft.tasks")
+    return info
+
+
 def run_demo(cfg: Config, *, progress: bool = True, eval_temperature: float = 0.0,
              generator_factory: Callable[[Any, Any], Any] | None = None) -> dict[str, Any]:
     """Run every stage (see the module docstring); return and save the summary.
@@ -105,8 +122,6 @@ def run_demo(cfg: Config, *, progress: bool = True, eval_temperature: float = 0.
     from metaagentx.backends.models import load_model_and_tokenizer
     from metaagentx.rl.trainer import pick_device, set_seed, train
     from metaagentx.sft import MODEL_DIR, train_sft
-    from metaagentx.sft_data import format_stats, generate_demonstrations, write_demonstrations
-    from metaagentx.tasks.datasets import load_tasks
 
     out = Path(cfg.run.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -126,16 +141,7 @@ def run_demo(cfg: Config, *, progress: bool = True, eval_temperature: float = 0.
     _stage("eval start", results, t0)
 
     t0 = time.perf_counter()
-    train_tasks = load_tasks(cfg.data.train, limit=cfg.sft.tasks, seed=cfg.data.seed)
-    designer, executor, stats = asyncio.run(generate_demonstrations(
-        train_tasks, gen, cfg, teacher="", executions=1,
-        progress=progress))
-    results["demonstrations"] = write_demonstrations(out / "sft-data", designer, executor, stats)
-    print(format_stats(results["demonstrations"]))
-    if not designer:
-        raise RuntimeError(f"no demonstration survived the correctness filter "
-                           f"({stats.executions} executions of {len(train_tasks)} tasks); "
-                           "use a teacher (sft.teacher) or easier training tasks")
+    results["demonstrations"] = demonstrations(cfg, gen, out / "sft-data", progress=progress)
     _stage("demonstrations", results, t0)
 
     t0 = time.perf_counter()

@@ -208,11 +208,7 @@ def train_sft(
                                                     device=pick_device(cfg.model.device))
     if cfg.model.gradient_checkpointing:
         model.gradient_checkpointing_enable()
-    max_tokens = cfg.generation.max_prompt_tokens + cfg.generation.designer_max_tokens
-    rows = build_rows(tokenizer, load_examples(data_dir), max_tokens=max_tokens)
-    if not rows:
-        raise ValueError(f"{data_dir}: no usable SFT examples (all empty or over "
-                         f"{max_tokens} tokens)")
+    rows = _rows(cfg, tokenizer, data_dir)
     per_epoch = len(epoch_batches(rows, cfg.sft.batch_tokens, 0, cfg.run.seed))
     total = per_epoch * cfg.sft.epochs
     optimizer, scheduler = build_optimizer(model, cfg.sft.lr, cfg.rl.weight_decay,
@@ -251,6 +247,15 @@ def train_sft(
     folder = save_model_folder(model, tokenizer, out / MODEL_DIR)
     return {"steps": step, "examples": len(rows), "first_loss": losses[0] if losses else None,
             "last_loss": losses[-1] if losses else None, "model_dir": str(folder)}
+
+
+def _rows(cfg: Config, tokenizer: Any, data_dir: str | Path) -> list[Any]:
+    max_tokens = cfg.generation.max_prompt_tokens + cfg.generation.designer_max_tokens
+    rows = build_rows(tokenizer, load_examples(data_dir), max_tokens=max_tokens)
+    if not rows:
+        raise ValueError(f"{data_dir}: no usable SFT examples (all empty or over "
+                         f"{max_tokens} tokens)")
+    return rows
 
 
 def sft_update(model: Any, batch: Any, optimizer: Any, scheduler: Any, cfg: Config
