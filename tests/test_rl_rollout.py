@@ -14,24 +14,24 @@ from metaagentx.rl.rollout import fixed_structure, request_seed, rollout_step
 from metaagentx.tasks.datasets import load_tasks
 from metaagentx.types import Outcome
 
-CAREFUL = '''```python
+CAREFUL = """```python
 solver = Agent("solver", "You are careful. End with \\\\boxed{answer}.")
 submit(single(solver, QUESTION))
-```'''
-SLOPPY = '''```python
+```"""
+SLOPPY = """```python
 solver = Agent("solver", "You are sloppy. End with \\\\boxed{answer}.")
 submit(single(solver, QUESTION))
-```'''
-FORBIDDEN = '''```python
+```"""
+FORBIDDEN = """```python
 import os
 submit(os.getcwd())
-```'''
-SILENT = '''```python
+```"""
+SILENT = """```python
 solver = Agent("solver", "You are careful.")
 x = solver.ask(QUESTION)
 if len(x) < 0:
     submit(x)
-```'''
+```"""
 
 
 def is_designer(messages) -> bool:
@@ -69,15 +69,25 @@ class SeedRecorder(ScriptedGenerator):
 
 
 def cfg_for(**over):
-    base = ["--rollout.m=2", "--rollout.n=2", "--rollout.tasks_per_step=2",
-            "--mas.timeout_s=60", "--run.seed=3"]
+    base = [
+        "--rollout.m=2",
+        "--rollout.n=2",
+        "--rollout.tasks_per_step=2",
+        "--mas.timeout_s=60",
+        "--run.seed=3",
+    ]
     return load_config(None, base + [f"--{k}={v}" for k, v in over.items()])
 
 
 def test_request_seed_is_stable_and_distinct():
     assert request_seed(0, 1, 2, 3, 4) == request_seed(0, 1, 2, 3, 4)
-    seeds = {request_seed(0, s, t, m, n) for s in range(3) for t in range(3)
-             for m in range(3) for n in range(-1, 3)}
+    seeds = {
+        request_seed(0, s, t, m, n)
+        for s in range(3)
+        for t in range(3)
+        for m in range(3)
+        for n in range(-1, 3)
+    }
     assert len(seeds) == 3 * 3 * 3 * 4
     assert all(0 <= s < 2**31 for s in seeds)
 
@@ -117,8 +127,7 @@ def test_tree_rewards_outcomes_and_batching():
     assert stats["design_valid_frac"] == pytest.approx(3 / 4)
     assert stats["design_reward_mean"] == pytest.approx(1 / 3)
     expected = {request_seed(3, 5, t, m) for t in range(2) for m in range(2)}
-    expected |= {request_seed(3, 5, t, m, n) for t, m in [(0, 0), (0, 1), (1, 1)]
-                 for n in range(2)}
+    expected |= {request_seed(3, 5, t, m, n) for t, m in [(0, 0), (0, 1), (1, 1)] for n in range(2)}
     assert set(gen.seeds) == expected
 
 
@@ -135,19 +144,18 @@ def test_separate_designer_generator_serves_designer_calls():
     tasks = load_tasks("generated:arith", limit=2, seed=0)
     executor = ScriptedGenerator(policy([CAREFUL]))
     designer = ScriptedGenerator(policy([CAREFUL]))
-    groups = asyncio.run(rollout_step(tasks, executor, cfg=cfg_for(),
-                                      designer_generator=designer))
+    groups = asyncio.run(rollout_step(tasks, executor, cfg=cfg_for(), designer_generator=designer))
     assert designer.calls == 4 and all(is_designer(p) for p in designer.prompts)
     assert executor.calls == 8 and not any(is_designer(p) for p in executor.prompts)
     assert all(ex.reward == 1.0 for g in groups for ep in g for ex in ep.executions)
 
 
 def test_timeouts_are_recorded_outcomes_with_zero_reward():
-    looping = '''```python
+    looping = """```python
 while True:
     pass
 submit("1")
-```'''
+```"""
     tasks = load_tasks("generated:arith", limit=1, seed=0)
     gen = ScriptedGenerator(policy([looping]))
     cfg = cfg_for(**{"rollout.m": 1, "rollout.n": 2, "mas.timeout_s": 3})

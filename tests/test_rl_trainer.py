@@ -38,15 +38,25 @@ def _small_tokenizer():
     core.decoder = decoders.ByteLevel()
     text = designer_messages(load_tasks("generated:arith", limit=1)[0])[0]["content"]
     corpus = [text, CAREFUL, SLOPPY, "What is 1 + 2? \\boxed{3} user assistant system"]
-    core.train_from_iterator(corpus, trainers.BpeTrainer(
-        vocab_size=1000, special_tokens=specials,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
-    tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|im_end|>",
-                                  pad_token="<|endoftext|>",
-                                  additional_special_tokens=["<|im_start|>"])
+    core.train_from_iterator(
+        corpus,
+        trainers.BpeTrainer(
+            vocab_size=1000,
+            special_tokens=specials,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        ),
+    )
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        additional_special_tokens=["<|im_start|>"],
+    )
     tok.chat_template = (
         "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
-        "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+        "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
     return tok
 
 
@@ -58,23 +68,47 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("tiny-llama")
     tok = _small_tokenizer()
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=4096, tie_word_embeddings=False,
-                         eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    config = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        tie_word_embeddings=False,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
     LlamaForCausalLM(config).save_pretrained(folder)
     tok.save_pretrained(folder)
     return folder
 
 
 def make_cfg(model_dir: Path, out_dir: Path, *extra: str):
-    return load_config(None, [
-        f"--model.name={model_dir}", "--model.device=cpu", "--generation.backend=scripted",
-        "--data.train=generated:arith", "--data.train_limit=6", "--rollout.m=2",
-        "--rollout.n=2", "--rollout.tasks_per_step=2", "--rl.steps=4", "--rl.k=2",
-        "--rl.lr=1e-3", "--rl.token_budget=8192", "--rl.save_every=2",
-        "--rl.keep_checkpoints=5", "--mas.timeout_s=60", f"--run.out_dir={out_dir}",
-        "--run.seed=7", *extra])
+    return load_config(
+        None,
+        [
+            f"--model.name={model_dir}",
+            "--model.device=cpu",
+            "--generation.backend=scripted",
+            "--data.train=generated:arith",
+            "--data.train_limit=6",
+            "--rollout.m=2",
+            "--rollout.n=2",
+            "--rollout.tasks_per_step=2",
+            "--rl.steps=4",
+            "--rl.k=2",
+            "--rl.lr=1e-3",
+            "--rl.token_budget=8192",
+            "--rl.save_every=2",
+            "--rl.keep_checkpoints=5",
+            "--mas.timeout_s=60",
+            f"--run.out_dir={out_dir}",
+            "--run.seed=7",
+            *extra,
+        ],
+    )
 
 
 def scripted(tokenizer) -> ScriptedGenerator:
@@ -122,8 +156,9 @@ def _grads(model, rows, cfg) -> list[torch.Tensor]:
     model.zero_grad(set_to_none=True)
     units = sum(sum(r.loss_mask) for r in rows)
     accumulate_gradients(model, rows, cfg, "cpu", units=units)
-    return [p.grad.clone() if p.grad is not None else torch.zeros_like(p)
-            for p in model.parameters()]
+    return [
+        p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in model.parameters()
+    ]
 
 
 def test_inactive_role_contributes_no_gradient(tiny_model_dir, tmp_path):
@@ -136,8 +171,10 @@ def test_inactive_role_contributes_no_gradient(tiny_model_dir, tmp_path):
     dadv, eadv = compute_advantages(groups, "task")
     flipped_e = {k: -v for k, v in eadv.items()}
     flipped_d = {k: -v for k, v in dadv.items()}
-    for roles, same, other in ((({"designer"}), (dadv, flipped_e), (flipped_d, eadv)),
-                               (({"executor"}), (flipped_d, eadv), (dadv, flipped_e))):
+    for roles, same, other in (
+        (({"designer"}), (dadv, flipped_e), (flipped_d, eadv)),
+        (({"executor"}), (flipped_d, eadv), (dadv, flipped_e)),
+    ):
         base = _grads(model, rows_from_episodes(episodes, dadv, eadv, roles), cfg)
         assert any(g.abs().sum() > 0 for g in base)
         # flipping the inactive role's advantages leaves the gradient exactly unchanged ...
@@ -150,8 +187,9 @@ def test_inactive_role_contributes_no_gradient(tiny_model_dir, tmp_path):
 
 def test_separate_policies_step_only_the_active_model(tiny_model_dir, tmp_path):
     out = tmp_path / "sep"
-    cfg = make_cfg(tiny_model_dir, out, "--rl.steps=1", "--rl.policy=separate",
-                   "--rl.schedule=designer_only")
+    cfg = make_cfg(
+        tiny_model_dir, out, "--rl.steps=1", "--rl.policy=separate", "--rl.schedule=designer_only"
+    )
     tok = load_model_and_tokenizer(str(tiny_model_dir))[1]
     train(cfg, generator=scripted(tok))
     start = weights(tiny_model_dir)
@@ -205,7 +243,10 @@ def test_phase_spans_and_metrics_truncation(tmp_path):
     for step, phase in enumerate(phases, start=1):
         writer.write({"step": step, "phase": phase, "reward_mean": step / 10})
     assert phase_spans(read_metrics(tmp_path)) == [
-        ("executor", 0.5, 2.5), ("designer", 2.5, 5.5), ("executor", 5.5, 6.5)]
+        ("executor", 0.5, 2.5),
+        ("designer", 2.5, 5.5),
+        ("executor", 5.5, 6.5),
+    ]
     writer.truncate_after(4)
     assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2, 3, 4]
     assert plot_reward(tmp_path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -224,8 +265,14 @@ def test_task_stream_resumes_the_same_order():
 
 def test_kl_to_frozen_reference(tiny_model_dir, tmp_path):
     out = tmp_path / "kl"
-    cfg = make_cfg(tiny_model_dir, out, "--rl.steps=2", "--rl.kl_coef=0.1",
-                   "--rl.schedule=executor_only", "--rollout.tasks_per_step=1")
+    cfg = make_cfg(
+        tiny_model_dir,
+        out,
+        "--rl.steps=2",
+        "--rl.kl_coef=0.1",
+        "--rl.schedule=executor_only",
+        "--rollout.tasks_per_step=1",
+    )
     tok = load_model_and_tokenizer(str(tiny_model_dir))[1]
     train(cfg, generator=scripted(tok))
     first, second = rows_of(out / "metrics.jsonl")
@@ -237,10 +284,18 @@ def test_train_command_with_hf_backend_and_resume(tiny_model_dir, tmp_path):
     from metaagentx.cli import main
 
     out = tmp_path / "cli"
-    args = ["train", f"--model.name={tiny_model_dir}", "--model.device=cpu",
-            "--generation.backend=hf", "--generation.designer_max_tokens=4",
-            "--rollout.m=2", "--rollout.n=1", "--rollout.tasks_per_step=1",
-            "--data.train=generated:arith", f"--run.out_dir={out}"]
+    args = [
+        "train",
+        f"--model.name={tiny_model_dir}",
+        "--model.device=cpu",
+        "--generation.backend=hf",
+        "--generation.designer_max_tokens=4",
+        "--rollout.m=2",
+        "--rollout.n=1",
+        "--rollout.tasks_per_step=1",
+        "--data.train=generated:arith",
+        f"--run.out_dir={out}",
+    ]
     assert main([*args, "--rl.steps=1"]) == 0
     (row,) = rows_of(out / "metrics.jsonl")
     # a random model writes no script: both designs are recorded rejections, nothing runs

@@ -16,13 +16,15 @@ import argparse
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=None, help="TOML config (defaults when omitted)")
-    p.add_argument("--resume", action="store_true",
-                   help="continue from the newest checkpoint in run.out_dir")
+    p.add_argument(
+        "--resume", action="store_true", help="continue from the newest checkpoint in run.out_dir"
+    )
 
 
 def _changed_keys(old: dict, new: dict) -> list[str]:
-    return [f"{s}.{k}" for s in new for k in new[s]
-            if old.get(s, {}).get(k, new[s][k]) != new[s][k]]
+    return [
+        f"{s}.{k}" for s in new for k in new[s] if old.get(s, {}).get(k, new[s][k]) != new[s][k]
+    ]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -88,9 +88,15 @@ def advantage_metrics(designer: list[float], executor: list[float]) -> dict[str,
     }
 
 
-def step_row(step: int, phase: str, groups: list[list[Episode]], dadv: dict[int, float],
-             eadv: dict[tuple[int, int], float], updates: dict[str, dict[str, float]],
-             times: tuple[float, float]) -> dict[str, Any]:
+def step_row(
+    step: int,
+    phase: str,
+    groups: list[list[Episode]],
+    dadv: dict[int, float],
+    eadv: dict[tuple[int, int], float],
+    updates: dict[str, dict[str, float]],
+    times: tuple[float, float],
+) -> dict[str, Any]:
     """One ``metrics.jsonl`` row (fields as in the run folder layout, plus a few extras).
 
     ``updates`` maps a policy name ("shared" | "executor" | "designer") to the loss metrics
@@ -99,17 +105,28 @@ def step_row(step: int, phase: str, groups: list[list[Episode]], dadv: dict[int,
     row: dict[str, Any] = {"step": step, "phase": phase}
     main = next(iter(updates.values()), {})  # the first stepping policy (executor before designer)
     row["lr"] = main.get("lr", 0.0)
-    row.update({k: ep_stats[k] for k in ("reward_mean", "accuracy", "design_reward_mean",
-                                         "design_valid_frac", "reward_by_structure",
-                                         "structure_counts")})
+    row.update(
+        {
+            k: ep_stats[k]
+            for k in (
+                "reward_mean",
+                "accuracy",
+                "design_reward_mean",
+                "design_valid_frac",
+                "reward_by_structure",
+                "structure_counts",
+            )
+        }
+    )
     row.update(advantage_metrics(list(dadv.values()), list(eadv.values())))
     trained = sum(u.get("trained_tokens", 0.0) for u in updates.values())
 
     def wmean(key: str) -> float:
         if not trained:
             return 0.0
-        return sum(u.get(key, 0.0) * u.get("trained_tokens", 0.0) for u in updates.values()) \
-            / trained
+        return (
+            sum(u.get(key, 0.0) * u.get("trained_tokens", 0.0) for u in updates.values()) / trained
+        )
 
     row["loss"] = sum(u.get("loss", 0.0) for u in updates.values())
     row.update({k: wmean(k) for k in ("clip_frac", "kl", "entropy")})
@@ -130,8 +147,9 @@ def step_row(step: int, phase: str, groups: list[list[Episode]], dadv: dict[int,
 def print_progress(console: Any, row: dict[str, Any], total: int) -> None:
     """The rich one-line summary of a step."""
     fails = sum(row["failures"].values())
-    top = ", ".join(f"{k}={v}" for k, v in sorted(row["failures"].items(),
-                                                 key=lambda kv: -kv[1])[:3])
+    top = ", ".join(
+        f"{k}={v}" for k, v in sorted(row["failures"].items(), key=lambda kv: -kv[1])[:3]
+    )
     console.print(
         f"[bold]step {row['step']:>4}/{total}[/] [cyan]{row['phase']:<8}[/] "
         f"reward {row['reward_mean']:.3f} acc {row['accuracy']:.3f} "
@@ -139,15 +157,22 @@ def print_progress(console: Any, row: dict[str, Any], total: int) -> None:
         f"| {row['calls']} calls {row['tokens']} tok {row['tokens_per_s']:.1f} tok/s "
         f"| rollout {row['time_rollout_s']:.1f}s update {row['time_update_s']:.1f}s "
         f"| failures {fails}{f' ({top})' if top else ''}",
-        highlight=False, soft_wrap=True,
+        highlight=False,
+        soft_wrap=True,
     )
 
 
 class MetricsWriter:
     """Appends one JSON row per step to ``<out_dir>/metrics.jsonl`` (+ optional trackers)."""
 
-    def __init__(self, out_dir: Path, *, tensorboard: bool = False, wandb: bool = False,
-                 run_config: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        out_dir: Path,
+        *,
+        tensorboard: bool = False,
+        wandb: bool = False,
+        run_config: dict[str, Any] | None = None,
+    ) -> None:
         self.path = Path(out_dir) / "metrics.jsonl"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._tb = _tensorboard_writer(Path(out_dir)) if tensorboard else None
@@ -158,8 +183,11 @@ class MetricsWriter:
         its last checkpoint), so a resumed run's file reads as if never interrupted."""
         if not self.path.exists():
             return
-        keep = [line for line in self.path.read_text().splitlines()
-                if line.strip() and json.loads(line)["step"] <= step]
+        keep = [
+            line
+            for line in self.path.read_text().splitlines()
+            if line.strip() and json.loads(line)["step"] <= step
+        ]
         self.path.write_text("".join(line + "\n" for line in keep))
 
     def write(self, row: dict[str, Any]) -> None:
@@ -217,5 +245,6 @@ def _wandb_run(out_dir: Path, run_config: dict[str, Any]) -> Any:
         raise RuntimeError(
             "run.log_wandb = true needs the wandb package: pip install 'metaagentx[tracking]'"
         ) from e
-    return wandb.init(project="metaagentx", name=out_dir.name, dir=str(out_dir),
-                      config=run_config, resume="allow")
+    return wandb.init(
+        project="metaagentx", name=out_dir.name, dir=str(out_dir), config=run_config, resume="allow"
+    )

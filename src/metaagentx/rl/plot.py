@@ -47,18 +47,33 @@ def plot_reward(out_dir: str | Path, path: str | Path | None = None) -> Path:
     for phase, lo, hi in phase_spans(rows):
         label = f"{phase} phase" if phase not in seen else None
         seen.add(phase)
-        ax.axvspan(lo, hi, color=PHASE_COLORS.get(phase, "#dddddd"), alpha=0.18, lw=0,
-                   label=label)
-    ax.plot(steps, [r["reward_mean"] for r in rows], "-o", ms=3, color="black",
-            label="reward (mean over M x N runs)")
-    ax.plot(steps, [r.get("design_reward_mean", 0.0) for r in rows], "--", color="#c0392b",
-            lw=1, label="reward of valid designs")
+        ax.axvspan(lo, hi, color=PHASE_COLORS.get(phase, "#dddddd"), alpha=0.18, lw=0, label=label)
+    ax.plot(
+        steps,
+        [r["reward_mean"] for r in rows],
+        "-o",
+        ms=3,
+        color="black",
+        label="reward (mean over M x N runs)",
+    )
+    ax.plot(
+        steps,
+        [r.get("design_reward_mean", 0.0) for r in rows],
+        "--",
+        color="#c0392b",
+        lw=1,
+        label="reward of valid designs",
+    )
     if len(rows) >= 5:
         w = max(2, len(rows) // 10)
-        smooth = [sum(r["reward_mean"] for r in rows[max(0, i - w + 1): i + 1])
-                  / len(rows[max(0, i - w + 1): i + 1]) for i in range(len(rows))]
-        ax.plot(steps, smooth, "-", color="#2c3e50", lw=2.5, alpha=0.7,
-                label=f"moving mean ({w} steps)")
+        smooth = [
+            sum(r["reward_mean"] for r in rows[max(0, i - w + 1) : i + 1])
+            / len(rows[max(0, i - w + 1) : i + 1])
+            for i in range(len(rows))
+        ]
+        ax.plot(
+            steps, smooth, "-", color="#2c3e50", lw=2.5, alpha=0.7, label=f"moving mean ({w} steps)"
+        )
     ax.set_xlabel("training step")
     ax.set_ylabel("reward")
     ax.set_ylim(-0.02, 1.02)

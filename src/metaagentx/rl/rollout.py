@@ -40,20 +40,23 @@ def fixed_structure(mode: str) -> str | None:
 
         name = mode.split(":", 1)[1]
         if name not in TEMPLATES:
-            raise ValueError(f"rollout.mode: unknown structure {name!r}; choose one of "
-                             f"{', '.join(TEMPLATES)}")
+            raise ValueError(
+                f"rollout.mode: unknown structure {name!r}; choose one of {', '.join(TEMPLATES)}"
+            )
         return name
     raise ValueError(f"rollout.mode must be 'designed' or 'fixed:<structure>', got {mode!r}")
 
 
 def _sampling(cfg: Config, max_tokens: int, seed: int) -> SamplingParams:
     g = cfg.generation
-    return SamplingParams(temperature=g.temperature, top_p=g.top_p, max_new_tokens=max_tokens,
-                          seed=seed)
+    return SamplingParams(
+        temperature=g.temperature, top_p=g.top_p, max_new_tokens=max_tokens, seed=seed
+    )
 
 
-async def _make_design(task: Task, t: int, m: int, generator: Generator, cfg: Config,
-                       step: int, structure: str | None) -> Design:
+async def _make_design(
+    task: Task, t: int, m: int, generator: Generator, cfg: Config, step: int, structure: str | None
+) -> Design:
     from metaagentx.mas import runtime
 
     if structure is not None:
@@ -61,8 +64,7 @@ async def _make_design(task: Task, t: int, m: int, generator: Generator, cfg: Co
         from metaagentx.mas.templates import template_script
 
         script = template_script(structure, task)
-        return Design(script=script, structure=structure, call=None,
-                      rejected=check_script(script))
+        return Design(script=script, structure=structure, call=None, rejected=check_script(script))
     seed = request_seed(cfg.run.seed, step, t, m)
     return await runtime.design(
         task, generator, sampling=_sampling(cfg, cfg.generation.designer_max_tokens, seed)
@@ -74,30 +76,44 @@ async def _score(task: Task, execution: Execution, cfg: Config) -> Execution:
     from metaagentx.tasks import reward_details_async
 
     if execution.outcome == Outcome.SUBMITTED and execution.answer is not None:
-        details = await reward_details_async(task, execution.answer,
-                                             timeout_s=cfg.data.code_timeout_s)
+        details = await reward_details_async(
+            task, execution.answer, timeout_s=cfg.data.code_timeout_s
+        )
         execution.reward = float(details["reward"])
     else:
         execution.reward = 0.0
     return execution
 
 
-async def _episode(task: Task, t: int, m: int, generator: Generator, designer: Generator,
-                   cfg: Config, step: int, structure: str | None,
-                   limit: asyncio.Semaphore) -> Episode:
+async def _episode(
+    task: Task,
+    t: int,
+    m: int,
+    generator: Generator,
+    designer: Generator,
+    cfg: Config,
+    step: int,
+    structure: str | None,
+    limit: asyncio.Semaphore,
+) -> Episode:
     from metaagentx.mas import runtime
 
     design = await _make_design(task, t, m, designer, cfg, step, structure)
     if design.rejected is not None:
-        runs = [Execution(outcome=Outcome.REJECTED, reason=design.rejected)
-                for _ in range(cfg.rollout.n)]
+        runs = [
+            Execution(outcome=Outcome.REJECTED, reason=design.rejected)
+            for _ in range(cfg.rollout.n)
+        ]
         return Episode(task=task, design=design, executions=runs)
 
     async def one(n: int) -> Execution:
         seed = request_seed(cfg.run.seed, step, t, m, n)
         async with limit:
             ex = await runtime.execute(
-                design.script, task, generator, mas=cfg.mas,
+                design.script,
+                task,
+                generator,
+                mas=cfg.mas,
                 sampling=_sampling(cfg, cfg.generation.executor_max_tokens, seed),
                 agent_sampling=False,  # one temperature, so recorded logprobs match training
             )
@@ -107,25 +123,33 @@ async def _episode(task: Task, t: int, m: int, generator: Generator, designer: G
     return Episode(task=task, design=design, executions=runs)
 
 
-async def rollout_step(tasks: list[Task], generator: Generator, *, cfg: Config,
-                       designer_generator: Generator | None = None,
-                       step: int = 0) -> list[list[Episode]]:
+async def rollout_step(
+    tasks: list[Task],
+    generator: Generator,
+    *,
+    cfg: Config,
+    designer_generator: Generator | None = None,
+    step: int = 0,
+) -> list[list[Episode]]:
     """Roll out the M x N tree for every task; returns ``groups[task][design]`` episodes.
 
     ``designer_generator`` serves the designer calls in separate-policy mode (default: the
     same generator). ``step`` enters every request's seed.
     """
     if cfg.rollout.m < 1 or cfg.rollout.n < 1:
-        raise ValueError(f"rollout.m and rollout.n must be >= 1, got {cfg.rollout.m}, "
-                         f"{cfg.rollout.n}")
+        raise ValueError(
+            f"rollout.m and rollout.n must be >= 1, got {cfg.rollout.m}, {cfg.rollout.n}"
+        )
     structure = fixed_structure(cfg.rollout.mode)
     designer = designer_generator if designer_generator is not None else generator
     limit = asyncio.Semaphore(max(1, cfg.mas.concurrency))
     jobs = [
-        [_episode(task, t, m, generator, designer, cfg, step, structure, limit)
-         for m in range(cfg.rollout.m)]
+        [
+            _episode(task, t, m, generator, designer, cfg, step, structure, limit)
+            for m in range(cfg.rollout.m)
+        ]
         for t, task in enumerate(tasks)
     ]
     flat = await asyncio.gather(*(job for row in jobs for job in row))
     m = cfg.rollout.m
-    return [list(flat[i * m:(i + 1) * m]) for i in range(len(tasks))]
+    return [list(flat[i * m : (i + 1) * m]) for i in range(len(tasks))]

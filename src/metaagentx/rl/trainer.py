@@ -87,8 +87,9 @@ def pick_device(name: str) -> str:
     return name
 
 
-def compute_advantages(groups: list[list[Episode]], executor_group: str
-                       ) -> tuple[dict[int, float], dict[tuple[int, int], float]]:
+def compute_advantages(
+    groups: list[list[Episode]], executor_group: str
+) -> tuple[dict[int, float], dict[tuple[int, int], float]]:
     """Designer advantages keyed by flat episode index, executor ones by (episode, run)."""
     from metaagentx.rl.advantages import designer_advantages, executor_advantages
 
@@ -128,8 +129,9 @@ def _loss_units(rows: list[Any], agg: str) -> int:
     return sum(sum(r.loss_mask) for r in rows)
 
 
-def accumulate_gradients(model: Any, rows: list[Any], cfg: Config, device: str, *,
-                         units: int, ref_model: Any = None) -> dict[str, float]:
+def accumulate_gradients(
+    model: Any, rows: list[Any], cfg: Config, device: str, *, units: int, ref_model: Any = None
+) -> dict[str, float]:
     """Backpropagate the GRPO loss of ``rows`` over token-budget micro-batches, each scaled by
     the step-wide normalizer ``units`` (so the summed gradient is the step's mean); gradients
     are left in ``.grad``. Returns loss-metric sums weighted by trained tokens."""
@@ -148,10 +150,17 @@ def accumulate_gradients(model: Any, rows: list[Any], cfg: Config, device: str, 
                 with torch.no_grad():
                     ref = token_logprobs(ref_model, batch, temperature=temperature)[0]
         loss, mets = grpo_loss(
-            logprobs.float(), batch.old_logprobs, batch.advantages, batch.loss_mask,
-            clip_low=rl.clip_low, clip_high=rl.clip_high, agg=rl.loss_agg,
-            ref_logprobs=None if ref is None else ref.float(), kl_coef=rl.kl_coef,
-            entropy=entropy.float(), num_tokens=units,
+            logprobs.float(),
+            batch.old_logprobs,
+            batch.advantages,
+            batch.loss_mask,
+            clip_low=rl.clip_low,
+            clip_high=rl.clip_high,
+            agg=rl.loss_agg,
+            ref_logprobs=None if ref is None else ref.float(),
+            kl_coef=rl.kl_coef,
+            entropy=entropy.float(),
+            num_tokens=units,
         )
         loss.backward()
         n = float(batch.loss_mask.sum().item())
@@ -162,9 +171,15 @@ def accumulate_gradients(model: Any, rows: list[Any], cfg: Config, device: str, 
     return sums
 
 
-def update_policy(policy: Policy, episodes: list[Episode], dadv: dict[int, float],
-                  eadv: dict[tuple[int, int], float], roles: set[str], cfg: Config,
-                  device: str) -> dict[str, float]:
+def update_policy(
+    policy: Policy,
+    episodes: list[Episode],
+    dadv: dict[int, float],
+    eadv: dict[tuple[int, int], float],
+    roles: set[str],
+    cfg: Config,
+    device: str,
+) -> dict[str, float]:
     """The role-masked GRPO update of one step: rows of the ``roles`` calls only, gradient
     accumulated over micro-batches, clipped, then ONE optimizer step and a weight sync.
     Returns token-weighted loss metrics."""
@@ -177,50 +192,65 @@ def update_policy(policy: Policy, episodes: list[Episode], dadv: dict[int, float
     # Rows whose advantages are all zero contribute exactly zero gradient when there is no KL
     # term; skipping them saves their forward/backward (the normalizer above still counts them).
     live = rows if rl.kl_coef > 0 else [r for r in rows if any(a != 0.0 for a in r.advantages)]
-    sums = accumulate_gradients(model, live, cfg, device, units=units,
-                                ref_model=policy.ref_model)
+    sums = accumulate_gradients(model, live, cfg, device, units=units, ref_model=policy.ref_model)
     weight = sums["trained_tokens"]
-    out = {k: (v / weight if weight else 0.0) for k, v in sums.items()
-           if k not in ("loss", "trained_tokens")}
+    out = {
+        k: (v / weight if weight else 0.0)
+        for k, v in sums.items()
+        if k not in ("loss", "trained_tokens")
+    }
     out["loss"], out["trained_tokens"] = sums["loss"], weight
     out["loss_tokens"] = float(sum(sum(r.loss_mask) for r in rows))
     params = [p for p in model.parameters() if p.requires_grad]
-    out["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, rl.max_grad_norm)) \
-        if weight else 0.0
+    out["grad_norm"] = (
+        float(torch.nn.utils.clip_grad_norm_(params, rl.max_grad_norm)) if weight else 0.0
+    )
     out["lr"] = float(policy.optimizer.param_groups[0]["lr"])
     policy.optimizer.step()
     policy.scheduler.step()
     policy.optimizer.zero_grad(set_to_none=True)
-    if hasattr(policy.generator, "sync_weights") and \
-            getattr(policy.generator, "model", None) is not model:
+    if (
+        hasattr(policy.generator, "sync_weights")
+        and getattr(policy.generator, "model", None) is not model
+    ):
         policy.generator.sync_weights(model.state_dict())
     return out
 
 
-def _load_policies(cfg: Config, device: str, generator: Any, designer_generator: Any,
-                   out_dir: Path) -> list[Policy]:
+def _load_policies(
+    cfg: Config, device: str, generator: Any, designer_generator: Any, out_dir: Path
+) -> list[Policy]:
     """Model(s), tokenizer, generator(s) and optimizer(s) for the configured policy mode."""
     from metaagentx.backends.models import load_model_and_tokenizer
     from metaagentx.rl.optim import build_optimizer
 
     specs = [("shared", {"designer", "executor"}, cfg.model.name, out_dir)]
     if cfg.rl.policy == "separate":
-        specs = [("executor", {"executor"}, cfg.model.name, out_dir),
-                 ("designer", {"designer"}, cfg.model.designer_name or cfg.model.name,
-                  out_dir / "designer")]
+        specs = [
+            ("executor", {"executor"}, cfg.model.name, out_dir),
+            (
+                "designer",
+                {"designer"},
+                cfg.model.designer_name or cfg.model.name,
+                out_dir / "designer",
+            ),
+        ]
     policies = []
     for name, roles, model_name, root in specs:
-        model, tokenizer = load_model_and_tokenizer(model_name, dtype=cfg.model.dtype,
-                                                    device=device)
+        model, tokenizer = load_model_and_tokenizer(
+            model_name, dtype=cfg.model.dtype, device=device
+        )
         if cfg.model.gradient_checkpointing:  # renamed in newer transformers
-            enable = getattr(model, "activation_checkpointing_enable", None) \
+            enable = (
+                getattr(model, "activation_checkpointing_enable", None)
                 or model.gradient_checkpointing_enable
+            )
             enable()
         given = (designer_generator or generator) if name == "designer" else generator
-        gen = given if given is not None else _make_generator(cfg, model, tokenizer,
-                                                               model_name)
-        opt, sched = build_optimizer(model, cfg.rl.lr, cfg.rl.weight_decay,
-                                     cfg.rl.warmup_steps, cfg.rl.steps)
+        gen = given if given is not None else _make_generator(cfg, model, tokenizer, model_name)
+        opt, sched = build_optimizer(
+            model, cfg.rl.lr, cfg.rl.weight_decay, cfg.rl.warmup_steps, cfg.rl.steps
+        )
         ref = None
         if cfg.rl.kl_coef > 0:  # a frozen copy of this policy's starting weights
             ref = load_model_and_tokenizer(model_name, dtype=cfg.model.dtype, device=device)[0]
@@ -235,8 +265,12 @@ def _make_generator(cfg: Config, model: Any, tokenizer: Any, model_name: str) ->
     if cfg.generation.backend == "hf":
         from metaagentx.backends.hf import HFGenerator
 
-        return HFGenerator(model, tokenizer, max_batch_size=cfg.generation.max_batch_size,
-                           max_prompt_tokens=cfg.generation.max_prompt_tokens)
+        return HFGenerator(
+            model,
+            tokenizer,
+            max_batch_size=cfg.generation.max_batch_size,
+            max_prompt_tokens=cfg.generation.max_prompt_tokens,
+        )
     from metaagentx.backends import load_generator
 
     return load_generator(cfg, model=model_name)
@@ -247,9 +281,15 @@ def _save(policies: list[Policy], cfg: Config, step: int, state: dict[str, Any])
 
     # The designer (separate mode) is saved first: the main checkpoint marks a complete save.
     for p in sorted(policies, key=lambda p: p.name != "designer"):
-        save_checkpoint(p.ckpt_root / "checkpoints" / f"step_{step:06d}", model=p.model,
-                        optimizer=p.optimizer, scheduler=p.scheduler, step=step, state=state,
-                        keep=cfg.rl.keep_checkpoints)
+        save_checkpoint(
+            p.ckpt_root / "checkpoints" / f"step_{step:06d}",
+            model=p.model,
+            optimizer=p.optimizer,
+            scheduler=p.scheduler,
+            step=step,
+            state=state,
+            keep=cfg.rl.keep_checkpoints,
+        )
 
 
 def _resume(policies: list[Policy], out_dir: Path) -> tuple[int, dict[str, Any]]:
@@ -264,8 +304,9 @@ def _resume(policies: list[Policy], out_dir: Path) -> tuple[int, dict[str, Any]]
         path = p.ckpt_root / "checkpoints" / main.name
         if not path.is_dir():
             raise FileNotFoundError(f"--resume: {p.name} checkpoint missing at {path}")
-        step, state = load_checkpoint(path, model=p.model, optimizer=p.optimizer,
-                                      scheduler=p.scheduler)
+        step, state = load_checkpoint(
+            path, model=p.model, optimizer=p.optimizer, scheduler=p.scheduler
+        )
     return step, state
 
 
@@ -278,8 +319,9 @@ def _write_samples(out_dir: Path, step: int, groups: list[list[Episode]]) -> Non
                 f.write(json.dumps(to_jsonable(ep)) + "\n")
 
 
-def train_step(step: int, policies: list[Policy], tasks: TaskStream, schedule: Any,
-               cfg: Config, device: str) -> tuple[dict[str, Any], list[list[Episode]]]:
+def train_step(
+    step: int, policies: list[Policy], tasks: TaskStream, schedule: Any, cfg: Config, device: str
+) -> tuple[dict[str, Any], list[list[Episode]]]:
     """One training step (0-based ``step``): rollout tree -> rewards -> advantages ->
     role-masked update of each policy with an active role -> the step's metrics row."""
     roles, phase = set(schedule.roles_at(step)), schedule.phase_at(step)
@@ -293,16 +335,24 @@ def train_step(step: int, policies: list[Policy], tasks: TaskStream, schedule: A
     t1 = time.perf_counter()
     dadv, eadv = compute_advantages(groups, cfg.rl.executor_group)
     episodes = [ep for eps in groups for ep in eps]
-    updates = {p.name: update_policy(p, episodes, dadv, eadv, roles & p.roles, cfg, device)
-               for p in policies if roles & p.roles}
+    updates = {
+        p.name: update_policy(p, episodes, dadv, eadv, roles & p.roles, cfg, device)
+        for p in policies
+        if roles & p.roles
+    }
     t2 = time.perf_counter()
     row = M.step_row(step + 1, phase, groups, dadv, eadv, updates, (t1 - t0, t2 - t1))
     return row, groups
 
 
-def train(cfg: Config, *, resume: bool = False, generator: Any = None,
-          designer_generator: Any = None,
-          on_step: Callable[[dict[str, Any]], None] | None = None) -> Path:
+def train(
+    cfg: Config,
+    *,
+    resume: bool = False,
+    generator: Any = None,
+    designer_generator: Any = None,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+) -> Path:
     """Run RL training as configured; returns the run folder (``cfg.run.out_dir``).
 
     ``generator`` / ``designer_generator`` replace the configured backend (e.g. a scripted
@@ -323,18 +373,25 @@ def train(cfg: Config, *, resume: bool = False, generator: Any = None,
     set_seed(cfg.run.seed)
     device = pick_device(cfg.model.device)
     policies = _load_policies(cfg, device, generator, designer_generator, out_dir)
-    tasks = TaskStream(load_tasks(cfg.data.train, limit=cfg.data.train_limit,
-                                  seed=cfg.data.seed), seed=cfg.data.seed)
+    tasks = TaskStream(
+        load_tasks(cfg.data.train, limit=cfg.data.train_limit, seed=cfg.data.seed),
+        seed=cfg.data.seed,
+    )
     schedule = Schedule(cfg.rl.schedule, cfg.rl.k, cfg.rl.first_phase)
-    writer = M.MetricsWriter(out_dir, tensorboard=cfg.run.log_tensorboard,
-                             wandb=cfg.run.log_wandb, run_config=config_to_dict(cfg))
+    writer = M.MetricsWriter(
+        out_dir,
+        tensorboard=cfg.run.log_tensorboard,
+        wandb=cfg.run.log_wandb,
+        run_config=config_to_dict(cfg),
+    )
     start = 0
     if resume:
         start, state = _resume(policies, out_dir)
         tasks.pos = int(state["data_pos"])
         writer.truncate_after(start)  # rows a killed run wrote after its last checkpoint
-        console.print(f"resumed after step {start} (phase {state.get('phase')}, "
-                      f"data position {tasks.pos})")
+        console.print(
+            f"resumed after step {start} (phase {state.get('phase')}, data position {tasks.pos})"
+        )
     for step in range(start, cfg.rl.steps):
         row, groups = train_step(step, policies, tasks, schedule, cfg, device)
         writer.write(row)
