@@ -1,12 +1,15 @@
 """Benchmark: batched hf serving of concurrent requests vs the same requests one at a time.
 
-    .venv/bin/python bench/generation.py                      # 16 requests x 64 greedy tokens
+    .venv/bin/python bench/generation.py --threads 1          # 16 requests x 64 greedy tokens
     .venv/bin/python bench/generation.py --requests 8 --max-new-tokens 32 --model smollm2-135m
 
 Both runs use the same model, the same HFGenerator code path, the same prompts and greedy
 decoding, so they produce the same tokens (checked). Baseline: each request awaited alone
 (batch of one, KV cache). Measured: all requests submitted concurrently and served by the
 backend's continuous batching. Prints tokens/s of both and the ratio.
+
+On a shared machine use ``--threads 1``: with more torch threads than free cores, OpenMP
+threads wait on each other at every barrier and both timings become noise.
 """
 
 from __future__ import annotations
