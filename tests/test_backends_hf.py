@@ -30,11 +30,13 @@ QUESTIONS = [
 
 @pytest.fixture(scope="module")
 def embedded():
-    torch.set_num_threads(2)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a shared 2-core machine: OpenMP barriers stall with more
     model, tokenizer = load_model_and_tokenizer("smollm2-135m")
     gen = HFGenerator(model, tokenizer, max_batch_size=8, max_prompt_tokens=512)
     yield gen
     gen.close()
+    torch.set_num_threads(threads)
 
 
 def gather(gen, prompts, params):
