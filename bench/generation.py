@@ -18,15 +18,36 @@ import argparse
 import asyncio
 import time
 
-TOPICS = ["the sea", "a lighthouse", "mountains", "a robot", "rain", "a library", "trains",
-          "the moon", "a garden", "winter", "a violin", "deserts", "a bakery", "bridges",
-          "comets", "an old map", "owls", "a market", "glaciers", "a clock"]
+TOPICS = [
+    "the sea",
+    "a lighthouse",
+    "mountains",
+    "a robot",
+    "rain",
+    "a library",
+    "trains",
+    "the moon",
+    "a garden",
+    "winter",
+    "a violin",
+    "deserts",
+    "a bakery",
+    "bridges",
+    "comets",
+    "an old map",
+    "owls",
+    "a market",
+    "glaciers",
+    "a clock",
+]
 
 
 def prompts_for(gen, n: int) -> list[list[int]]:
     topics = [TOPICS[i % len(TOPICS)] for i in range(n)]
-    return [gen.render([{"role": "user", "content": f"Write a long, detailed story about {t}."}])
-            for t in topics]
+    return [
+        gen.render([{"role": "user", "content": f"Write a long, detailed story about {t}."}])
+        for t in topics
+    ]
 
 
 async def concurrent(gen, prompts, params):
@@ -67,8 +88,10 @@ def main() -> None:
     same = [a.token_ids == b.token_ids for a, b in zip(single, batched)]
     tokens = sum(len(r.token_ids) for r in single)
     single_tps, batched_tps = tokens / single_s, tokens / batched_s
-    print(f"model {args.model}, {args.requests} requests, greedy, max_new_tokens "
-          f"{args.max_new_tokens}, torch threads {torch.get_num_threads()}")
+    print(
+        f"model {args.model}, {args.requests} requests, greedy, max_new_tokens "
+        f"{args.max_new_tokens}, torch threads {torch.get_num_threads()}"
+    )
     print(f"tokens generated per run: {tokens} (identical outputs: {sum(same)}/{len(same)})")
     print(f"baseline one-at-a-time : {single_s:7.2f} s  {single_tps:8.1f} tok/s")
     print(f"batched concurrent     : {batched_s:7.2f} s  {batched_tps:8.1f} tok/s")

@@ -63,8 +63,10 @@ def test_embedded_model_loads_from_package_and_is_seeded(embedded):
     assert marker["source"]["sha256"] == _sha256(embedded_gguf_path())
     assert "model.safetensors" in marker["files"]
     prompt = embedded.render([{"role": "user", "content": "Tell me a story."}])
-    runs = [asyncio.run(embedded.generate(prompt, SamplingParams(max_new_tokens=6, seed=s)))
-            for s in (7, 7, 8)]
+    runs = [
+        asyncio.run(embedded.generate(prompt, SamplingParams(max_new_tokens=6, seed=s)))
+        for s in (7, 7, 8)
+    ]
     assert runs[0].token_ids == runs[1].token_ids
     assert runs[0].logprobs == runs[1].logprobs
     assert runs[0].token_ids != runs[2].token_ids
@@ -94,8 +96,7 @@ def test_batched_greedy_equals_one_at_a_time(embedded):
     assert [b.finish_reason for b in batched] == [s.finish_reason for s in single]
     eos = embedded.tokenizer.eos_token_id
     stopped = [b for b in batched if b.finish_reason == "stop"]
-    assert stopped and all(b.token_ids[-1] == eos and eos not in b.token_ids[:-1]
-                           for b in stopped)
+    assert stopped and all(b.token_ids[-1] == eos and eos not in b.token_ids[:-1] for b in stopped)
     assert batched[2].finish_reason == "length" and len(batched[2].token_ids) == 10
 
 
@@ -121,9 +122,16 @@ def tiny_folder(tmp_path_factory, embedded):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(embedded.tokenizer), hidden_size=64, intermediate_size=128,
-                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                      max_position_embeddings=256, eos_token_id=embedded.tokenizer.eos_token_id)
+    cfg = LlamaConfig(
+        vocab_size=len(embedded.tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        eos_token_id=embedded.tokenizer.eos_token_id,
+    )
     folder = tmp_path_factory.mktemp("tiny")
     LlamaForCausalLM(cfg).save_pretrained(folder)
     embedded.tokenizer.save_pretrained(folder)
@@ -164,15 +172,18 @@ def test_stop_strings_top_p_and_sync_weights(tiny_folder):
     free = gen.submit(prompt, SamplingParams(temperature=0, max_new_tokens=12)).result()
     stop = gen.decode(free.token_ids[3:5])
     assert stop.strip(), "need a visible stop string"
-    cut = gen.submit(prompt, SamplingParams(temperature=0, max_new_tokens=12,
-                                            stop=(stop,))).result()
+    cut = gen.submit(
+        prompt, SamplingParams(temperature=0, max_new_tokens=12, stop=(stop,))
+    ).result()
     assert cut.finish_reason == "stop" and stop in cut.text
     assert cut.token_ids == free.token_ids[: len(cut.token_ids)] and len(cut.token_ids) <= 5
     # top_p tiny -> only the most likely token survives: same ids as greedy
     nucleus = gen.submit(prompt, SamplingParams(top_p=1e-6, max_new_tokens=12, seed=3)).result()
     assert nucleus.token_ids == free.token_ids
-    enable = (getattr(model, "activation_checkpointing_enable", None)
-              or model.gradient_checkpointing_enable)
+    enable = (
+        getattr(model, "activation_checkpointing_enable", None)
+        or model.gradient_checkpointing_enable
+    )
     enable()  # as a trainer may leave it: train mode + activation checkpointing
     model.train()
     again = gen.submit(prompt, SamplingParams(temperature=0, max_new_tokens=12)).result()
@@ -209,27 +220,41 @@ def test_scripted_with_real_tokenizer_and_load_generator(embedded):
     out = asyncio.run(scripted.generate(scripted.render(msgs), SamplingParams()))
     tok = embedded.tokenizer
     assert out.token_ids == tok.encode("The answer is 4.", add_special_tokens=False) + [
-        tok.eos_token_id]
+        tok.eos_token_id
+    ]
     assert out.text == "The answer is 4."
     live = load_generator(load_config(None, []), model=(embedded.model, tok))
     assert live.model is embedded.model and live.max_batch_size == 16
     echo = load_generator(load_config(None, ["--generation.backend=scripted"]))
-    assert asyncio.run(echo.generate(echo.render(msgs), SamplingParams())).text == msgs[0][
-        "content"]
+    assert (
+        asyncio.run(echo.generate(echo.render(msgs), SamplingParams())).text == msgs[0]["content"]
+    )
 
 
 @pytest.mark.slow
 def test_generate_command(tiny_folder, capsys):
     from metaagentx.cli import main
 
-    argv = ["generate", "--model", str(tiny_folder), "--prompt", "hi", "--temperature", "0",
-            "--max-new-tokens", "3", "--stats"]
+    argv = [
+        "generate",
+        "--model",
+        str(tiny_folder),
+        "--prompt",
+        "hi",
+        "--temperature",
+        "0",
+        "--max-new-tokens",
+        "3",
+        "--stats",
+    ]
     assert main(argv) == 0
     out, err = capsys.readouterr()
     model, tokenizer = load_model_and_tokenizer(str(tiny_folder))
     gen = HFGenerator(model, tokenizer)
-    ref = gen.submit(gen.render([{"role": "user", "content": "hi"}]),
-                     SamplingParams(temperature=0, max_new_tokens=3)).result()
+    ref = gen.submit(
+        gen.render([{"role": "user", "content": "hi"}]),
+        SamplingParams(temperature=0, max_new_tokens=3),
+    ).result()
     gen.close()
     assert out == ref.text + "\n"
     assert "new tokens" in err

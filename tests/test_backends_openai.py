@@ -62,11 +62,25 @@ class FakeServer:
             finish = "length" if body["max_tokens"] < len(text) else "stop"
             text = text[: body["max_tokens"]]
             content = [{"token": c, "logprob": -0.5 - i / 100} for i, c in enumerate(text)]
-            return {"choices": [{"message": {"role": "assistant", "content": text},
-                                 "logprobs": {"content": content}, "finish_reason": finish}]}
+            return {
+                "choices": [
+                    {
+                        "message": {"role": "assistant", "content": text},
+                        "logprobs": {"content": content},
+                        "finish_reason": finish,
+                    }
+                ]
+            }
         tokens = ["token_id:7", "token_id:8"] if body.get("return_tokens_as_token_ids") else []
-        return {"choices": [{"text": "ok", "finish_reason": "stop",
-                             "logprobs": {"tokens": tokens, "token_logprobs": [-0.25, -0.75]}}]}
+        return {
+            "choices": [
+                {
+                    "text": "ok",
+                    "finish_reason": "stop",
+                    "logprobs": {"tokens": tokens, "token_logprobs": [-0.25, -0.75]},
+                }
+            ]
+        }
 
     def close(self):
         self.httpd.shutdown()
@@ -88,8 +102,13 @@ def test_chat_roundtrip_and_protocol(server):
     path, body, auth = server.requests[0]
     assert path == "/v1/chat/completions" and auth == "Bearer k123"
     assert body["messages"] == msgs and body["model"] == "served-model"
-    assert (body["temperature"], body["top_p"], body["max_tokens"], body["seed"],
-            body["stop"]) == (0.3, 0.9, 50, 4, ["\n"])
+    assert (body["temperature"], body["top_p"], body["max_tokens"], body["seed"], body["stop"]) == (
+        0.3,
+        0.9,
+        50,
+        4,
+        ["\n"],
+    )
     assert out.text == "echo: hi there" and out.finish_reason == "stop"
     assert out.token_ids == ByteTokenizer().encode("echo: hi there")
     assert out.logprobs[:2] == [-0.5, -0.51]  # the server's values, one per byte token
@@ -152,8 +171,9 @@ def test_concurrent_requests(server):
     gen = OpenAIGenerator(server.url, "m", max_concurrency=8)
 
     async def main():
-        return await asyncio.gather(*(gen.chat([{"role": "user", "content": str(i)}],
-                                               SamplingParams()) for i in range(8)))
+        return await asyncio.gather(
+            *(gen.chat([{"role": "user", "content": str(i)}], SamplingParams()) for i in range(8))
+        )
 
     outs = asyncio.run(main())
     assert [o.text for o in outs] == [f"echo: {i}" for i in range(8)]
@@ -165,9 +185,15 @@ def test_load_generator_builds_openai_from_config(server, monkeypatch):
     from metaagentx.config import load_config
 
     monkeypatch.setenv("MY_KEY", "sekret")
-    cfg = load_config(None, ["--generation.backend=openai",
-                             f"--generation.openai_base_url={server.url}",
-                             "--generation.openai_api_key_env=MY_KEY", "--model.name=teacher"])
+    cfg = load_config(
+        None,
+        [
+            "--generation.backend=openai",
+            f"--generation.openai_base_url={server.url}",
+            "--generation.openai_api_key_env=MY_KEY",
+            "--model.name=teacher",
+        ],
+    )
     gen = load_generator(cfg)
     out = asyncio.run(gen.chat([{"role": "user", "content": "q"}], SamplingParams()))
     _, body, auth = server.requests[0]

@@ -64,8 +64,7 @@ def test_concurrent_requests_are_batched():
 
     async def main():
         chats = [[{"role": "user", "content": str(i)}] for i in range(10)]
-        return await asyncio.gather(*(gen.generate(gen.render(c), SamplingParams())
-                                      for c in chats))
+        return await asyncio.gather(*(gen.generate(gen.render(c), SamplingParams()) for c in chats))
 
     outs = run(main())
     assert [o.text for o in outs] == [f"echo {i}" for i in range(10)]

@@ -36,22 +36,30 @@ def load_generator(cfg: Config, *, model: Any = None) -> Generator:
 
         if live is None:
             live = load_model_and_tokenizer(name, dtype=cfg.model.dtype, device=cfg.model.device)
-        return HFGenerator(live[0], live[1], max_batch_size=gen_cfg.max_batch_size,
-                           max_prompt_tokens=gen_cfg.max_prompt_tokens)
+        return HFGenerator(
+            live[0],
+            live[1],
+            max_batch_size=gen_cfg.max_batch_size,
+            max_prompt_tokens=gen_cfg.max_prompt_tokens,
+        )
     if backend == "vllm":
         from metaagentx.backends.vllm import VLLMGenerator
 
-        return VLLMGenerator(name, dtype=cfg.model.dtype,
-                             max_prompt_tokens=gen_cfg.max_prompt_tokens)
+        return VLLMGenerator(
+            name, dtype=cfg.model.dtype, max_prompt_tokens=gen_cfg.max_prompt_tokens
+        )
     if backend == "openai":
         import os
 
         from metaagentx.backends.openai import OpenAIGenerator
 
-        return OpenAIGenerator(gen_cfg.openai_base_url, name,
-                               api_key=os.environ.get(gen_cfg.openai_api_key_env),
-                               timeout_s=gen_cfg.timeout_s,
-                               max_concurrency=gen_cfg.max_batch_size)
+        return OpenAIGenerator(
+            gen_cfg.openai_base_url,
+            name,
+            api_key=os.environ.get(gen_cfg.openai_api_key_env),
+            timeout_s=gen_cfg.timeout_s,
+            max_concurrency=gen_cfg.max_batch_size,
+        )
     if backend == "scripted":
         from metaagentx.backends.scripted import ScriptedGenerator
 

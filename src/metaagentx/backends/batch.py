@@ -107,7 +107,7 @@ def left_padded(prompts: list[list[int]], pad_id: int, device: Any) -> tuple[tor
     ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(prompts), width), dtype=torch.long)
     for i, p in enumerate(prompts):
-        ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
-        mask[i, width - len(p):] = 1
+        ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+        mask[i, width - len(p) :] = 1
     positions = (mask.cumsum(1) - 1).clamp(min=0)
     return ids.to(device), mask.to(device), positions.to(device)

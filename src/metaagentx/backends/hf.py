@@ -39,8 +39,15 @@ from metaagentx.backends.text import check_request, render_chat, stop_hit
 class HFGenerator:
     """Generator over a live transformers model, shared with the trainer (same nn.Module)."""
 
-    def __init__(self, model: Any, tokenizer: Any, *, max_batch_size: int = 16,
-                 max_prompt_tokens: int = 2048, collect_s: float = 0.002) -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        max_batch_size: int = 16,
+        max_prompt_tokens: int = 2048,
+        collect_s: float = 0.002,
+    ) -> None:
         if max_batch_size < 1:
             raise GenerationError(f"max_batch_size must be >= 1, got {max_batch_size}")
         self.model = model
@@ -83,11 +90,17 @@ class HFGenerator:
         future = self.submit(prompt_ids, params)
         return await asyncio.wrap_future(future)
 
-    def submit(self, prompt_ids: Sequence[int], params: SamplingParams
-               ) -> concurrent.futures.Future[GenerationResult]:
+    def submit(
+        self, prompt_ids: Sequence[int], params: SamplingParams
+    ) -> concurrent.futures.Future[GenerationResult]:
         """Thread-safe, loop-free entry: queue a request, get a concurrent Future back."""
-        ids = check_request(prompt_ids, params, vocab_size=self.vocab_size,
-                            max_prompt_tokens=self.max_prompt_tokens, context=self.context)
+        ids = check_request(
+            prompt_ids,
+            params,
+            vocab_size=self.vocab_size,
+            max_prompt_tokens=self.max_prompt_tokens,
+            context=self.context,
+        )
         rng = torch.Generator(device="cpu")
         seed = params.seed if params.seed is not None else int.from_bytes(os.urandom(7), "little")
         rng.manual_seed(seed)
@@ -110,8 +123,7 @@ class HFGenerator:
     def _ensure_worker(self) -> None:
         with self._start_lock:
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._work, name="hf-generator",
-                                                daemon=True)
+                self._thread = threading.Thread(target=self._work, name="hf-generator", daemon=True)
                 self._thread.start()
 
     def _collect(self, batch: DecodeBatch | None) -> tuple[list[Row], bool]:
@@ -190,8 +202,14 @@ class HFGenerator:
             cache = DynamicCache(config=self.model.config)  # per-layer kinds (sliding or not)
         except TypeError:  # older transformers
             cache = DynamicCache()
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                         use_cache=True, logits_to_keep=1, **{self._cache_kw: cache})
+        out = self.model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
+            use_cache=True,
+            logits_to_keep=1,
+            **{self._cache_kw: cache},
+        )
         self._sample(rows, out.logits[:, -1])
         self._stats["batches"] += 1
         next_pos = torch.tensor([len(r.prompt) for r in rows], device=device)
@@ -200,9 +218,13 @@ class HFGenerator:
     def _decode(self, batch: DecodeBatch) -> None:
         ones = batch.mask.new_ones((len(batch), 1))
         batch.mask = torch.cat([batch.mask, ones], dim=1)
-        out = self.model(input_ids=batch.pending_tokens(), attention_mask=batch.mask,
-                         position_ids=batch.positions[:, None], use_cache=True,
-                         **{self._cache_kw: batch.cache})
+        out = self.model(
+            input_ids=batch.pending_tokens(),
+            attention_mask=batch.mask,
+            position_ids=batch.positions[:, None],
+            use_cache=True,
+            **{self._cache_kw: batch.cache},
+        )
         batch.positions = batch.positions + 1
         self._sample(batch.rows, out.logits[:, -1])
         self._stats["steps"] += 1
@@ -223,17 +245,20 @@ class HFGenerator:
 
     def _finish(self, row: Row) -> bool:
         """Resolve the row's future when it has ended; True when it has."""
-        if row.tokens[-1] in self.eos_ids or stop_hit(self.tokenizer, row.tokens,
-                                                      row.params.stop):
+        if row.tokens[-1] in self.eos_ids or stop_hit(self.tokenizer, row.tokens, row.params.stop):
             row.finish = "stop"
         elif len(row.tokens) >= row.limit:
             row.finish = "length"
         else:
             return False
         self._stats["requests"] += 1
-        result = GenerationResult(prompt_ids=row.prompt, token_ids=list(row.tokens),
-                                  logprobs=list(row.logprobs), finish_reason=row.finish,
-                                  text=self.decode(row.tokens))
+        result = GenerationResult(
+            prompt_ids=row.prompt,
+            token_ids=list(row.tokens),
+            logprobs=list(row.logprobs),
+            finish_reason=row.finish,
+            text=self.decode(row.tokens),
+        )
         if not row.future.done():
             row.future.set_result(result)
         return True
@@ -253,8 +278,10 @@ def _draw(logp: torch.Tensor, top_p: float, generator: torch.Generator) -> int:
 
 def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
     ids: set[int] = set()
-    for value in (tokenizer.eos_token_id,
-                  getattr(getattr(model, "generation_config", None), "eos_token_id", None)):
+    for value in (
+        tokenizer.eos_token_id,
+        getattr(getattr(model, "generation_config", None), "eos_token_id", None),
+    ):
         if isinstance(value, int):
             ids.add(value)
         elif isinstance(value, (list, tuple)):

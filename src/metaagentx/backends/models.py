@@ -73,8 +73,12 @@ def _file_sizes(folder: Path) -> dict[str, int]:
 
 
 def _source_fingerprint(gguf: Path) -> dict[str, Any]:
-    return {"version": CACHE_VERSION, "gguf": gguf.name, "size": gguf.stat().st_size,
-            "sha256": _sha256(gguf)}
+    return {
+        "version": CACHE_VERSION,
+        "gguf": gguf.name,
+        "size": gguf.stat().st_size,
+        "sha256": _sha256(gguf),
+    }
 
 
 def _cache_matches(folder: Path, source: dict[str, Any]) -> bool:

@@ -45,10 +45,20 @@ class ServerError(GenerationError):
 class OpenAIGenerator:
     """Generator over an OpenAI-compatible HTTP API."""
 
-    def __init__(self, base_url: str, model: str, *, api_key: str | None = None,
-                 tokenizer: Any = None, timeout_s: float = 120.0, max_retries: int = 3,
-                 backoff_s: float = 0.5, max_concurrency: int = 16, token_ids: bool = False,
-                 max_prompt_tokens: int = 1 << 20) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        tokenizer: Any = None,
+        timeout_s: float = 120.0,
+        max_retries: int = 3,
+        backoff_s: float = 0.5,
+        max_concurrency: int = 16,
+        token_ids: bool = False,
+        max_prompt_tokens: int = 1 << 20,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model_name = model
         self.api_key = api_key
@@ -80,8 +90,9 @@ class OpenAIGenerator:
     async def generate(self, prompt_ids: Sequence[int], params: SamplingParams) -> GenerationResult:
         """Chat request for a prompt made by ``render``, completions request otherwise."""
         vocab = max(getattr(self.tokenizer, "vocab_size", 0) or 0, len(self.tokenizer))
-        ids = check_request(prompt_ids, params, vocab_size=vocab,
-                            max_prompt_tokens=self.max_prompt_tokens)
+        ids = check_request(
+            prompt_ids, params, vocab_size=vocab, max_prompt_tokens=self.max_prompt_tokens
+        )
         messages = self._rendered.get(tuple(ids))
         if messages is not None:
             result = await self.chat(messages, params)
@@ -90,8 +101,9 @@ class OpenAIGenerator:
         result.prompt_ids = ids
         return result
 
-    async def chat(self, messages: list[dict[str, str]], params: SamplingParams
-                   ) -> GenerationResult:
+    async def chat(
+        self, messages: list[dict[str, str]], params: SamplingParams
+    ) -> GenerationResult:
         """POST /chat/completions with ``messages``."""
         params.validate()
         payload = {"messages": messages, "logprobs": True, **self._sampling(params)}
@@ -111,12 +123,21 @@ class OpenAIGenerator:
         choice = self._choice(body, "/completions")
         lp = choice.get("logprobs") or {}
         ids = prompt if isinstance(prompt, list) else []
-        return self._result(ids, choice.get("text") or "", lp.get("tokens") or [],
-                            lp.get("token_logprobs") or [], choice.get("finish_reason"))
+        return self._result(
+            ids,
+            choice.get("text") or "",
+            lp.get("tokens") or [],
+            lp.get("token_logprobs") or [],
+            choice.get("finish_reason"),
+        )
 
     def _sampling(self, params: SamplingParams) -> dict[str, Any]:
-        out: dict[str, Any] = {"model": self.model_name, "max_tokens": params.max_new_tokens,
-                               "temperature": params.temperature, "top_p": params.top_p}
+        out: dict[str, Any] = {
+            "model": self.model_name,
+            "max_tokens": params.max_new_tokens,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+        }
         if params.stop:
             out["stop"] = list(params.stop)
         if params.seed is not None:
@@ -126,8 +147,9 @@ class OpenAIGenerator:
             out["include_stop_str_in_output"] = True
         return out
 
-    def _result(self, prompt_ids: list[int], text: str, tokens: list[str],
-                logprobs: list[Any], finish: Any) -> GenerationResult:
+    def _result(
+        self, prompt_ids: list[int], text: str, tokens: list[str], logprobs: list[Any], finish: Any
+    ) -> GenerationResult:
         if tokens and all(isinstance(t, str) and t.startswith("token_id:") for t in tokens):
             ids = [int(t.split(":", 1)[1]) for t in tokens]
         else:
@@ -138,9 +160,13 @@ class OpenAIGenerator:
             values = [math.nan] * len(ids)
         with self._lock:
             self.calls += 1
-        return GenerationResult(prompt_ids=prompt_ids, token_ids=ids, logprobs=values,
-                                finish_reason="length" if finish == "length" else "stop",
-                                text=text)
+        return GenerationResult(
+            prompt_ids=prompt_ids,
+            token_ids=ids,
+            logprobs=values,
+            finish_reason="length" if finish == "length" else "stop",
+            text=text,
+        )
 
     def _choice(self, body: dict[str, Any], path: str) -> dict[str, Any]:
         choices = body.get("choices") if isinstance(body, dict) else None
@@ -176,8 +202,10 @@ class OpenAIGenerator:
                 last = str(getattr(err, "reason", err)) or type(err).__name__
             except ValueError as err:
                 raise ServerError(f"{url} answered with invalid JSON: {err}") from None
-        raise ServerError(f"OpenAI-compatible server at {url} failed after "
-                          f"{self.max_retries + 1} attempts: {last}")
+        raise ServerError(
+            f"OpenAI-compatible server at {url} failed after "
+            f"{self.max_retries + 1} attempts: {last}"
+        )
 
     def close(self) -> None:
         """Stop the request threads."""

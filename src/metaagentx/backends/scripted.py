@@ -43,8 +43,13 @@ def fake_logprob(token_id: int, position: int) -> float:
 class ScriptedGenerator:
     """A Generator whose replies come from a list (cycled) or a function; for tests."""
 
-    def __init__(self, replies: Sequence[str] | Reply, tokenizer: Any = None, *,
-                 max_prompt_tokens: int = 1 << 20) -> None:
+    def __init__(
+        self,
+        replies: Sequence[str] | Reply,
+        tokenizer: Any = None,
+        *,
+        max_prompt_tokens: int = 1 << 20,
+    ) -> None:
         if not callable(replies):
             replies = list(replies)
             if not replies or not all(isinstance(r, str) for r in replies):
@@ -84,8 +89,9 @@ class ScriptedGenerator:
         """Queue one request; it is served with every other request pending on this loop."""
         vocab = getattr(self.tokenizer, "vocab_size", None) or len(self.tokenizer)
         vocab = max(vocab, len(self.tokenizer))
-        ids = check_request(prompt_ids, params, vocab_size=vocab,
-                            max_prompt_tokens=self.max_prompt_tokens)
+        ids = check_request(
+            prompt_ids, params, vocab_size=vocab, max_prompt_tokens=self.max_prompt_tokens
+        )
         loop = asyncio.get_running_loop()
         future: asyncio.Future[GenerationResult] = loop.create_future()
         with self._lock:
@@ -144,5 +150,10 @@ class ScriptedGenerator:
             tokens = tokens[: params.max_new_tokens]
             finish = "length"
         logprobs = [fake_logprob(t, i) for i, t in enumerate(tokens)]
-        return GenerationResult(prompt_ids=ids, token_ids=tokens, logprobs=logprobs,
-                                finish_reason=finish, text=self.decode(tokens))
+        return GenerationResult(
+            prompt_ids=ids,
+            token_ids=tokens,
+            logprobs=logprobs,
+            finish_reason=finish,
+            text=self.decode(tokens),
+        )

@@ -26,8 +26,14 @@ def render_chat(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
     return [int(i) for i in out]
 
 
-def check_request(prompt_ids: Sequence[int], params: SamplingParams, *, vocab_size: int,
-                  max_prompt_tokens: int, context: int | None = None) -> list[int]:
+def check_request(
+    prompt_ids: Sequence[int],
+    params: SamplingParams,
+    *,
+    vocab_size: int,
+    max_prompt_tokens: int,
+    context: int | None = None,
+) -> list[int]:
     """Validate one request; return the prompt as a plain list of ints.
 
     ``context`` is the model's context length: a prompt must leave room for one new token.
@@ -41,16 +47,19 @@ def check_request(prompt_ids: Sequence[int], params: SamplingParams, *, vocab_si
     if not ids:
         raise GenerationError("prompt_ids is empty")
     if context is not None and len(ids) >= context:
-        raise GenerationError(f"prompt has {len(ids)} tokens; the model's context is {context} "
-                              "tokens (room for at least one new token is needed)")
+        raise GenerationError(
+            f"prompt has {len(ids)} tokens; the model's context is {context} "
+            "tokens (room for at least one new token is needed)"
+        )
     if len(ids) > max_prompt_tokens:
         raise GenerationError(
             f"prompt has {len(ids)} tokens, more than max_prompt_tokens={max_prompt_tokens}"
         )
     bad = [i for i in ids if not 0 <= i < vocab_size]
     if bad:
-        raise GenerationError(f"prompt_ids holds ids outside the vocabulary [0, {vocab_size}): "
-                              f"{bad[:5]}")
+        raise GenerationError(
+            f"prompt_ids holds ids outside the vocabulary [0, {vocab_size}): {bad[:5]}"
+        )
     return ids
 
 
@@ -86,8 +95,12 @@ class ByteTokenizer:
         data = bytes(int(i) for i in ids if 0 <= int(i) < 256)
         return data.decode("utf-8", errors="replace")
 
-    def apply_chat_template(self, messages: list[dict[str, str]], add_generation_prompt: bool = True,
-                            tokenize: bool = True) -> list[int] | str:
+    def apply_chat_template(
+        self,
+        messages: list[dict[str, str]],
+        add_generation_prompt: bool = True,
+        tokenize: bool = True,
+    ) -> list[int] | str:
         text = "".join(f"<|{m['role']}|>\n{m['content']}\n" for m in messages)
         if add_generation_prompt:
             text += "<|assistant|>\n"

@@ -31,8 +31,10 @@ def _import_vllm() -> Any:
     try:
         import vllm
     except ImportError as err:
-        raise GenerationError(f"generation.backend 'vllm' needs the vllm package ({err}); "
-                              f"{INSTALL_HINT}, or use backend 'hf'") from None
+        raise GenerationError(
+            f"generation.backend 'vllm' needs the vllm package ({err}); "
+            f"{INSTALL_HINT}, or use backend 'hf'"
+        ) from None
     return vllm
 
 
@@ -44,21 +46,37 @@ def _load_into_worker(worker: Any, weights: list[tuple[str, Any]]) -> None:
 class VLLMGenerator:
     """Generator over an in-process ``vllm.LLM``."""
 
-    def __init__(self, name: str, *, dtype: str = "bfloat16", max_prompt_tokens: int = 2048,
-                 gpu_memory_utilization: float = 0.5, max_model_len: int | None = None,
-                 seed: int = 0, **llm_kwargs: Any) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        dtype: str = "bfloat16",
+        max_prompt_tokens: int = 2048,
+        gpu_memory_utilization: float = 0.5,
+        max_model_len: int | None = None,
+        seed: int = 0,
+        **llm_kwargs: Any,
+    ) -> None:
         vllm = _import_vllm()
         import torch
 
         if not torch.cuda.is_available():
-            raise GenerationError(f"generation.backend 'vllm' needs a CUDA GPU; {INSTALL_HINT}, "
-                                  "or use backend 'hf' on CPU")
+            raise GenerationError(
+                f"generation.backend 'vllm' needs a CUDA GPU; {INSTALL_HINT}, "
+                "or use backend 'hf' on CPU"
+            )
         from metaagentx.backends.models import EMBEDDED_NAME, embedded_model_dir
 
         source = str(embedded_model_dir()) if name == EMBEDDED_NAME else name
         self._vllm = vllm
-        kwargs = dict(model=source, dtype=dtype, seed=seed, max_model_len=max_model_len,
-                      gpu_memory_utilization=gpu_memory_utilization, **llm_kwargs)
+        kwargs = dict(
+            model=source,
+            dtype=dtype,
+            seed=seed,
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            **llm_kwargs,
+        )
         try:
             self.llm = vllm.LLM(logprobs_mode="processed_logprobs", **kwargs)
         except TypeError:  # engines before logprobs_mode report post-temperature logprobs
@@ -84,8 +102,13 @@ class VLLMGenerator:
 
     async def generate(self, prompt_ids: Sequence[int], params: SamplingParams) -> GenerationResult:
         """Queue one request; requests pending together go to vLLM in one call."""
-        ids = check_request(prompt_ids, params, vocab_size=self.vocab_size,
-                            max_prompt_tokens=self.max_prompt_tokens, context=self.context)
+        ids = check_request(
+            prompt_ids,
+            params,
+            vocab_size=self.vocab_size,
+            max_prompt_tokens=self.max_prompt_tokens,
+            context=self.context,
+        )
         future: concurrent.futures.Future[GenerationResult] = concurrent.futures.Future()
         self._queue.put((ids, params, future))
         return await asyncio.wrap_future(future)
@@ -106,9 +129,14 @@ class VLLMGenerator:
 
     def _sampling(self, params: SamplingParams) -> Any:
         return self._vllm.SamplingParams(
-            temperature=params.temperature, top_p=params.top_p, seed=params.seed,
-            max_tokens=min(params.max_new_tokens, self.context), stop=list(params.stop),
-            include_stop_str_in_output=True, logprobs=0)
+            temperature=params.temperature,
+            top_p=params.top_p,
+            seed=params.seed,
+            max_tokens=min(params.max_new_tokens, self.context),
+            stop=list(params.stop),
+            include_stop_str_in_output=True,
+            logprobs=0,
+        )
 
     def _work(self) -> None:
         while True:
@@ -121,8 +149,9 @@ class VLLMGenerator:
             try:
                 prompts = [{"prompt_token_ids": ids} for ids, _, _ in batch]
                 with self.lock:
-                    outs = self.llm.generate(prompts, [self._sampling(p) for _, p, _ in batch],
-                                             use_tqdm=False)
+                    outs = self.llm.generate(
+                        prompts, [self._sampling(p) for _, p, _ in batch], use_tqdm=False
+                    )
                 self.stats["batches"] += 1
                 for (ids, _, future), out in zip(batch, outs):
                     future.set_result(self._result(ids, out.outputs[0]))
@@ -135,10 +164,16 @@ class VLLMGenerator:
         tokens = [int(t) for t in completion.token_ids]
         logprobs = [float(step[t].logprob) for t, step in zip(tokens, completion.logprobs or [])]
         if len(logprobs) != len(tokens):
-            raise GenerationError(f"vLLM returned {len(logprobs)} logprobs for {len(tokens)} "
-                                  "tokens")
+            raise GenerationError(
+                f"vLLM returned {len(logprobs)} logprobs for {len(tokens)} tokens"
+            )
         self.stats["requests"] += 1
         self.stats["tokens"] += len(tokens)
         finish = "length" if completion.finish_reason == "length" else "stop"
-        return GenerationResult(prompt_ids=ids, token_ids=tokens, logprobs=logprobs,
-                                finish_reason=finish, text=self.decode(tokens))
+        return GenerationResult(
+            prompt_ids=ids,
+            token_ids=tokens,
+            logprobs=logprobs,
+            finish_reason=finish,
+            text=self.decode(tokens),
+        )

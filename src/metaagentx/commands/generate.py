@@ -21,8 +21,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None, help="model name/path (default: model.name)")
     p.add_argument("--system", default=None, help="optional system message")
     p.add_argument("--raw", action="store_true", help="send the prompt without a chat template")
-    p.add_argument("--temperature", type=float, default=None,
-                   help="sampling temperature, 0 = greedy (default: generation.temperature)")
+    p.add_argument(
+        "--temperature",
+        type=float,
+        default=None,
+        help="sampling temperature, 0 = greedy (default: generation.temperature)",
+    )
     p.add_argument("--top-p", type=float, default=None, help="nucleus mass (default: config)")
     p.add_argument("--max-new-tokens", type=int, default=128, help="default 128")
     p.add_argument("--seed", type=int, default=None, help="sampling seed (default: random)")
@@ -60,10 +64,14 @@ def run(args: argparse.Namespace) -> int:
         cfg = replace(cfg, generation=replace(cfg.generation, backend="hf"))
     try:
         params = SamplingParams(
-            temperature=cfg.generation.temperature if args.temperature is None
+            temperature=cfg.generation.temperature
+            if args.temperature is None
             else args.temperature,
             top_p=cfg.generation.top_p if args.top_p is None else args.top_p,
-            max_new_tokens=args.max_new_tokens, stop=tuple(args.stop), seed=args.seed)
+            max_new_tokens=args.max_new_tokens,
+            stop=tuple(args.stop),
+            seed=args.seed,
+        )
         params.validate()
         gen = _load(args, cfg)
         if args.raw:
@@ -83,6 +91,9 @@ def run(args: argparse.Namespace) -> int:
     print(result.text)
     if args.stats:
         n = len(result.token_ids)
-        print(f"[{len(ids)} prompt tokens, {n} new tokens, finish={result.finish_reason}, "
-              f"{n / max(elapsed, 1e-9):.1f} tok/s]", file=sys.stderr)
+        print(
+            f"[{len(ids)} prompt tokens, {n} new tokens, finish={result.finish_reason}, "
+            f"{n / max(elapsed, 1e-9):.1f} tok/s]",
+            file=sys.stderr,
+        )
     return 0
