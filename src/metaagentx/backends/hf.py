@@ -66,6 +66,7 @@ class HFGenerator:
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
         self._stats = {"requests": 0, "tokens": 0, "batches": 0, "steps": 0, "max_rows": 0}
+        self._done: list = []  # (future, result) resolved after the step, mode restored
 
     @property
     def stats(self) -> dict[str, int]:
@@ -167,6 +168,12 @@ class HFGenerator:
                     finally:
                         if training:
                             self.model.train()
+                # Resolve only now, with the model's mode restored: a caller that wakes on its
+                # result must find the model exactly as it left it.
+                done, self._done = self._done, []
+                for future, result in done:
+                    if not future.done():
+                        future.set_result(result)
             except Exception as err:  # fail the affected requests loudly, keep serving
                 for row in (batch.rows if batch else []) + new:
                     if not row.future.done():
@@ -259,8 +266,7 @@ class HFGenerator:
             finish_reason=row.finish,
             text=self.decode(row.tokens),
         )
-        if not row.future.done():
-            row.future.set_result(result)
+        self._done.append((row.future, result))
         return True
 
 
