@@ -17,8 +17,7 @@ DESIGN = "```python\nsolver = Agent('solver', 'Solve it.')\nanswer = single(solv
 
 
 def _is_designer(messages) -> bool:
-    return any(m["role"] == "user" and m["content"].startswith("Design a team")
-               for m in messages)
+    return any(m["role"] == "user" and m["content"].startswith("Design a team") for m in messages)
 
 
 def answer_even_only(messages) -> str:
@@ -37,9 +36,18 @@ def _cfg(*extra: str):
 def _run(tasks, gen, path: Path, mode="designed", label="m", samples=1):
     from metaagentx.eval import evaluate
 
-    return asyncio.run(evaluate({"generated:arith": tasks}, gen, _cfg(), mode=mode,
-                                items_path=path, label=label, samples=samples,
-                                progress=False))
+    return asyncio.run(
+        evaluate(
+            {"generated:arith": tasks},
+            gen,
+            _cfg(),
+            mode=mode,
+            items_path=path,
+            label=label,
+            samples=samples,
+            progress=False,
+        )
+    )
 
 
 def _even(task) -> bool:
@@ -53,7 +61,8 @@ def test_designed_eval_scores_rows_and_batches_calls(tmp_path):
     assert len(rows) == 12
     file_rows = [json.loads(x) for x in (tmp_path / "items.jsonl").read_text().splitlines()]
     assert sorted((r["task_id"], r["sample"]) for r in file_rows) == sorted(
-        (t.id, s) for t in tasks for s in (0, 1))
+        (t.id, s) for t in tasks for s in (0, 1)
+    )
     by_id = {t.id: t for t in tasks}
     for r in file_rows:
         assert r["reward"] == (1.0 if _even(by_id[r["task_id"]]) else 0.0)
@@ -70,8 +79,9 @@ def test_designed_eval_scores_rows_and_batches_calls(tmp_path):
 
 
 def test_rejected_designs_are_recorded_with_their_reason(tmp_path):
-    gen = ScriptedGenerator(lambda m: "```python\nimport os\nsubmit(os.getcwd())\n```"
-                            if _is_designer(m) else "1")
+    gen = ScriptedGenerator(
+        lambda m: "```python\nimport os\nsubmit(os.getcwd())\n```" if _is_designer(m) else "1"
+    )
     rows = _run(load_tasks("generated:arith", limit=2), gen, tmp_path / "items.jsonl")
     assert [r["outcome"] for r in rows] == ["rejected", "rejected"]
     assert all(r["reward"] == 0.0 and r["failure_reason"] for r in rows)
@@ -79,8 +89,9 @@ def test_rejected_designs_are_recorded_with_their_reason(tmp_path):
 
 
 def test_fixed_template_mode_runs_the_template(tmp_path):
-    gen = ScriptedGenerator(lambda m: "CORRECT" if "reviewer" in m[0]["content"]
-                            else answer_even_only(m))
+    gen = ScriptedGenerator(
+        lambda m: "CORRECT" if "reviewer" in m[0]["content"] else answer_even_only(m)
+    )
     tasks = load_tasks("generated:arith", limit=3)
     rows = _run(tasks, gen, tmp_path / "items.jsonl", mode="fixed:reflection", label="refl")
     assert all(r["structure"] == "reflection" and r["mode"] == "fixed:reflection" for r in rows)
@@ -115,28 +126,42 @@ def test_items_of_another_mode_are_refused(tmp_path):
     path = tmp_path / "items.jsonl"
     _run(load_tasks("generated:arith", limit=1), ScriptedGenerator(answer_even_only), path)
     with pytest.raises(EvalError, match="choose another --label"):
-        _run(load_tasks("generated:arith", limit=1), ScriptedGenerator(["1"]), path,
-             mode="single")
+        _run(load_tasks("generated:arith", limit=1), ScriptedGenerator(["1"]), path, mode="single")
 
 
 def _row(bench, tid, reward, structure="single", sample=0, label="x"):
-    return {"benchmark": bench, "task_id": tid, "sample": sample, "reward": reward,
-            "structure": structure, "outcome": "submitted", "tokens_in": 10,
-            "tokens_out": 4, "calls": 2, "label": label}
+    return {
+        "benchmark": bench,
+        "task_id": tid,
+        "sample": sample,
+        "reward": reward,
+        "structure": structure,
+        "outcome": "submitted",
+        "tokens_in": 10,
+        "tokens_out": 4,
+        "calls": 2,
+        "label": label,
+    }
 
 
 def test_main_table_is_pass_at_1_per_benchmark_with_avg_last():
     from metaagentx.eval_tables import cost_table, main_table
 
     results = {
-        "SA": [_row("aime24", "a", 1.0), _row("aime24", "a", 0.0, sample=1),
-               _row("apps", "p", 0.0), _row("apps", "q", 1.0), _row("apps", "r", 1.0),
-               _row("apps", "s", 1.0)],
+        "SA": [
+            _row("aime24", "a", 1.0),
+            _row("aime24", "a", 0.0, sample=1),
+            _row("apps", "p", 0.0),
+            _row("apps", "q", 1.0),
+            _row("apps", "r", 1.0),
+            _row("apps", "s", 1.0),
+        ],
         "MetaAgent-X": [_row("aime24", "a", 1.0), _row("apps", "p", 0.5, "ensemble")],
     }
     assert main_table(results) == (
         "| Method | AIME24 | APPS | Avg |\n|---|---|---|---|\n"
-        "| SA | 50.0 | 75.0 | 62.5 |\n| MetaAgent-X | 100.0 | 50.0 | 75.0 |\n")
+        "| SA | 50.0 | 75.0 | 62.5 |\n| MetaAgent-X | 100.0 | 50.0 | 75.0 |\n"
+    )
     cost = cost_table(results).splitlines()
     assert cost[2] == "| SA | single | 6 | 66.7 | 100.0 | 10 | 4 | 2.00 |"
     assert cost[3].startswith("| MetaAgent-X | ensemble | 1 | 50.0 |")
@@ -145,15 +170,41 @@ def test_main_table_is_pass_at_1_per_benchmark_with_avg_last():
 def test_cli_eval_then_side_by_side_table(tmp_path, capsys):
     from metaagentx.cli import main
 
-    base = ["eval", "--benchmarks", "generated:arith", "--limit", "2", "--out", str(tmp_path),
-            "--no-progress", "--generation.backend=scripted", "--mas.timeout_s=60"]
+    base = [
+        "eval",
+        "--benchmarks",
+        "generated:arith",
+        "--limit",
+        "2",
+        "--out",
+        str(tmp_path),
+        "--no-progress",
+        "--generation.backend=scripted",
+        "--mas.timeout_s=60",
+    ]
     assert main([*base, "--mode", "single", "--label", "sa"]) == 0
     assert main([*base, "--mode", "fixed:reflection", "--label", "refl"]) == 0
     assert (tmp_path / "eval" / "sa" / "items.jsonl").is_file()
     assert "| sa |" in (tmp_path / "eval" / "sa" / "table.md").read_text()
     capsys.readouterr()
-    assert main(["eval", "--table", str(tmp_path / "eval" / "sa"),
-                 str(tmp_path / "eval" / "refl")]) == 0
+    assert (
+        main(["eval", "--table", str(tmp_path / "eval" / "sa"), str(tmp_path / "eval" / "refl")])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "| Method | generated:arith | Avg |" in out
     assert "| sa |" in out and "| refl |" in out and "| refl | reflection | 2 |" in out
+
+
+def test_main_table_uses_the_paper_column_order():
+    from metaagentx.eval_tables import main_table
+
+    rows = [
+        {"benchmark": "generated:arith", "reward": 1.0},
+        {"benchmark": "codecontests", "reward": 0.0},
+        {"benchmark": "aime24", "reward": 1.0},
+        {"benchmark": "aime24", "reward": 0.0},
+    ]
+    head, _, row = main_table({"sa": rows}).splitlines()
+    assert head == "| Method | AIME24 | CodeContests | generated:arith | Avg |"
+    assert row == "| sa | 50.0 | 0.0 | 100.0 | 50.0 |"

@@ -13,14 +13,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-DISPLAY = {
-    "aime24": "AIME24", "aime25": "AIME25", "olympiadbench": "OlympiadBench",
-    "livecodebench": "LiveCodeBench", "apps": "APPS", "codecontests": "CodeContests",
-}
+from metaagentx.analysis import PAPER_BENCHMARKS, PAPER_COLUMNS
 
 
 def display_name(benchmark: str) -> str:
-    return DISPLAY.get(benchmark, benchmark)
+    return PAPER_COLUMNS.get(benchmark, benchmark)
 
 
 def _mean(xs: list[float]) -> float:
@@ -43,6 +40,8 @@ def main_table(results: dict[str, list[dict[str, Any]]]) -> str:
         for r in rows:
             if r["benchmark"] not in benches:
                 benches.append(r["benchmark"])
+    # the paper's column order first (AIME24 ... CodeContests), then any other benchmark
+    benches.sort(key=lambda b: PAPER_BENCHMARKS.index(b) if b in PAPER_BENCHMARKS else 99)
     head = ["Method"] + [display_name(b) for b in benches] + ["Avg"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for label, sc in per_label.items():
@@ -54,8 +53,16 @@ def main_table(results: dict[str, list[dict[str, Any]]]) -> str:
 
 def cost_table(results: dict[str, list[dict[str, Any]]]) -> str:
     """Per label and structure: tasks, accuracy, valid (submitted) %, tokens and calls per task."""
-    head = ["Method", "Structure", "Tasks", "Acc %", "Submitted %", "Tokens in/task",
-            "Tokens out/task", "Calls/task"]
+    head = [
+        "Method",
+        "Structure",
+        "Tasks",
+        "Acc %",
+        "Submitted %",
+        "Tokens in/task",
+        "Tokens out/task",
+        "Calls/task",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for label, rows in results.items():
         by: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -64,7 +71,9 @@ def cost_table(results: dict[str, list[dict[str, Any]]]) -> str:
         for structure in sorted(by):
             g = by[structure]
             cells = [
-                label, structure, str(len(g)),
+                label,
+                structure,
+                str(len(g)),
                 f"{100 * _mean([float(r['reward']) for r in g]):.1f}",
                 f"{100 * _mean([float(r['outcome'] == 'submitted') for r in g]):.1f}",
                 f"{_mean([r['tokens_in'] for r in g]):.0f}",
@@ -77,8 +86,12 @@ def cost_table(results: dict[str, list[dict[str, Any]]]) -> str:
 
 def render_report(results: dict[str, list[dict[str, Any]]]) -> str:
     """Both tables under headings, as written to ``table.md``."""
-    return ("## Accuracy (pass@1, %)\n\n" + main_table(results)
-            + "\n## Cost per task\n\n" + cost_table(results))
+    return (
+        "## Accuracy (pass@1, %)\n\n"
+        + main_table(results)
+        + "\n## Cost per task\n\n"
+        + cost_table(results)
+    )
 
 
 def load_results(paths: list[str | Path]) -> dict[str, list[dict[str, Any]]]:
