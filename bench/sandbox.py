@@ -66,10 +66,14 @@ async def _sandbox_async() -> None:
 
 def _report(label: str, n: int, t_plain: float, t_box: float) -> None:
     rate_plain, rate_box = n / t_plain, n / t_box
-    print(f"[{label}] plain subprocess `python -c`: {rate_plain:8.1f} launches/s "
-          f"({1000 / rate_plain:6.2f} ms each, n={n})")
-    print(f"[{label}] run_untrusted (sandbox):      {rate_box:8.1f} launches/s "
-          f"({1000 / rate_box:6.2f} ms each, n={n})")
+    print(
+        f"[{label}] plain subprocess `python -c`: {rate_plain:8.1f} launches/s "
+        f"({1000 / rate_plain:6.2f} ms each, n={n})"
+    )
+    print(
+        f"[{label}] run_untrusted (sandbox):      {rate_box:8.1f} launches/s "
+        f"({1000 / rate_box:6.2f} ms each, n={n})"
+    )
     print(f"[{label}] ratio sandbox / plain: {rate_box / rate_plain:.2f}x")
 
 

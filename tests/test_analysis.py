@@ -66,21 +66,36 @@ def test_item_structure_without_script_uses_the_recorded_template() -> None:
 
 def test_attribution_every_outcome(evals) -> None:
     att = A.attribution(evals["step_000000"], evals["step_000008"])
-    assert att.counts == {"execution": 1, "design": 2, "newly_failed": 1, "both_solved": 1,
-                          "both_failed": 1}
+    assert att.counts == {
+        "execution": 1,
+        "design": 2,
+        "newly_failed": 1,
+        "both_solved": 1,
+        "both_failed": 1,
+    }
     assert att.tasks["execution"] == [("aime24", "aime2024-I-01")]
-    assert att.tasks["design"] == [("aime24", "aime2024-I-02"),
-                                   ("olympiadbench", "olympiadbench-1606")]
+    assert att.tasks["design"] == [
+        ("aime24", "aime2024-I-02"),
+        ("olympiadbench", "olympiadbench-1606"),
+    ]
     assert att.tasks["newly_failed"] == [("livecodebench", "abc367_a")]
     assert att.tasks["both_failed"] == [("apps", "apps-4004")]
     assert att.design_share == pytest.approx(2 / 3)
-    assert att.by_benchmark()["aime24"] == {"execution": 1, "design": 1, "newly_failed": 0,
-                                            "both_solved": 0, "both_failed": 0}
+    assert att.by_benchmark()["aime24"] == {
+        "execution": 1,
+        "design": 1,
+        "newly_failed": 0,
+        "both_solved": 0,
+        "both_failed": 0,
+    }
     assert att.by_benchmark()["livecodebench"]["newly_failed"] == 1
     assert list(att.by_benchmark()) == ["aime24", "apps", "livecodebench", "olympiadbench"]
     assert att.unmatched == 0
-    assert att.structure_changes == {"single -> ensemble": 1, "single -> reflection": 1,
-                                     "debate -> router": 1}
+    assert att.structure_changes == {
+        "single -> ensemble": 1,
+        "single -> reflection": 1,
+        "debate -> router": 1,
+    }
 
 
 def test_attribution_pools_samples_and_counts_unmatched() -> None:
@@ -109,8 +124,13 @@ def test_diversity(evals) -> None:
 def test_cost_by_structure(evals) -> None:
     cost = A.cost_by_structure(evals["step_000008"])
     assert list(cost) == ["single", "reflection", "ensemble", "solver_tester", "router"]
-    assert cost["ensemble"] == {"items": 2, "tasks": 2, "accuracy": 1.0,
-                                "tokens_per_task": 525.0, "calls_per_task": 3.5}
+    assert cost["ensemble"] == {
+        "items": 2,
+        "tasks": 2,
+        "accuracy": 1.0,
+        "tokens_per_task": 525.0,
+        "calls_per_task": 3.5,
+    }
     assert cost["solver_tester"]["accuracy"] == 0.0
     assert cost["reflection"]["tokens_per_task"] == 420.0
     assert cost["reflection"]["calls_per_task"] == 4.0  # the designer call is a cost too
@@ -122,8 +142,10 @@ def test_accuracy_and_paper_table(evals) -> None:
     assert A.accuracy_by_benchmark(evals["step_000000"])["aime24"] == 0.0  # 0 of 3 samples
     table = A.paper_table({"RL step 8": acc, "demo": {"generated:arith": 0.25}}, reference=True)
     lines = table.splitlines()
-    assert lines[0] == ("| Method | AIME24 | AIME25 | OlympiadBench | LiveCodeBench | APPS | "
-                        "CodeContests | generated:arith | Avg. |")
+    assert lines[0] == (
+        "| Method | AIME24 | AIME25 | OlympiadBench | LiveCodeBench | APPS | "
+        "CodeContests | generated:arith | Avg. |"
+    )
     assert lines[2] == "| RL step 8 | 100.00 | – | 100.00 | 50.00 | 0.00 | – | – | 62.50* |"
     assert lines[3].endswith("| 25.00 | 25.00* |")
     assert "quoted from the paper" in lines[4] and lines[4].endswith("| 38.33 |")

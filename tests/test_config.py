@@ -6,7 +6,9 @@ from metaagentx.config import Config, ConfigError, dump_config, load_config, sav
 
 
 def test_defaults_and_overrides():
-    cfg = load_config(None, ["--rl.k=10", "--rollout.m=2", "--model.name=foo/bar", "--rl.bf16=true"])
+    cfg = load_config(
+        None, ["--rl.k=10", "--rollout.m=2", "--model.name=foo/bar", "--rl.bf16=true"]
+    )
     assert cfg.rl.k == 10 and cfg.rollout.m == 2 and cfg.model.name == "foo/bar" and cfg.rl.bf16
     assert cfg.rl.lr == Config().rl.lr
 
@@ -30,7 +32,7 @@ def test_wrong_type_and_literal():
 
 
 def test_roundtrip(tmp_path: Path):
-    cfg = load_config(None, ["--rl.k=7", "--run.out_dir=a \"b\""])
+    cfg = load_config(None, ["--rl.k=7", '--run.out_dir=a "b"'])
     save_config(cfg, tmp_path / "config.toml")
     assert load_config(tmp_path / "config.toml") == cfg
     assert "[rl]" in dump_config(cfg)

@@ -20,11 +20,26 @@ def generator():
 def test_embedded_model_eval_on_generated_tasks(generator, tmp_path):
     from metaagentx.eval import run_eval
 
-    cfg = load_config(None, ["--generation.executor_max_tokens=24",
-                             "--generation.designer_max_tokens=48", "--mas.max_calls=2",
-                             "--mas.timeout_s=400"])
-    rows = run_eval(cfg, generator, benchmarks=["generated:arith"], mode="single",
-                    out_dir=tmp_path, label="sa", limit=2, temperature=0.0, progress=False)
+    cfg = load_config(
+        None,
+        [
+            "--generation.executor_max_tokens=24",
+            "--generation.designer_max_tokens=48",
+            "--mas.max_calls=2",
+            "--mas.timeout_s=400",
+        ],
+    )
+    rows = run_eval(
+        cfg,
+        generator,
+        benchmarks=["generated:arith"],
+        mode="single",
+        out_dir=tmp_path,
+        label="sa",
+        limit=2,
+        temperature=0.0,
+        progress=False,
+    )
     assert len(rows) == 2
     for r in rows:
         assert r["calls"] == 1 and r["tokens_in"] > 20 and 0 < r["tokens_out"] <= 24
@@ -32,9 +47,23 @@ def test_embedded_model_eval_on_generated_tasks(generator, tmp_path):
         assert r["exchanges"][0]["agent"] == "solver" and r["exchanges"][0]["text"]
     table = (tmp_path / "eval" / "sa" / "table.md").read_text()
     assert "| sa |" in table and "generated:arith" in table
-    designed = run_eval(cfg, generator, benchmarks=["generated:arith"], mode="designed",
-                        out_dir=tmp_path, label="designed", limit=1, temperature=0.0,
-                        progress=False)
+    designed = run_eval(
+        cfg,
+        generator,
+        benchmarks=["generated:arith"],
+        mode="designed",
+        out_dir=tmp_path,
+        label="designed",
+        limit=1,
+        temperature=0.0,
+        progress=False,
+    )
     assert designed[0]["exchanges"][0]["role"] == "designer"
     assert designed[0]["tokens_out"] > 0 and designed[0]["outcome"] in (
-        "submitted", "rejected", "no_answer", "runtime_error", "budget_exceeded", "timeout")
+        "submitted",
+        "rejected",
+        "no_answer",
+        "runtime_error",
+        "budget_exceeded",
+        "timeout",
+    )

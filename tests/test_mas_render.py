@@ -17,24 +17,28 @@ MATH = Task(id="m", prompt="What is 2+3?", kind="math", answer="5")
 CODE = Task(id="c", prompt="Read n, print n*2.", kind="code")
 
 
-@pytest.mark.parametrize("text,answer", [
-    ("so x = \\boxed{\\frac{1}{2}} done", "\\frac{1}{2}"),
-    ("\\boxed{1} then \\boxed{\\sqrt{4}}", "\\sqrt{4}"),
-    ("\\boxed{2} and an unclosed \\boxed{3", "2"),
-    ("Final answer: 42.", "42"),
-    ("The answer is **7**.", "7"),
-    ("we get 1,234 apples", "1234"),
-    ("3/4 of it", "3/4"),
-    ("no digits here\nyes", "yes"),
-    ("", ""),
-])
+@pytest.mark.parametrize(
+    "text,answer",
+    [
+        ("so x = \\boxed{\\frac{1}{2}} done", "\\frac{1}{2}"),
+        ("\\boxed{1} then \\boxed{\\sqrt{4}}", "\\sqrt{4}"),
+        ("\\boxed{2} and an unclosed \\boxed{3", "2"),
+        ("Final answer: 42.", "42"),
+        ("The answer is **7**.", "7"),
+        ("we get 1,234 apples", "1234"),
+        ("3/4 of it", "3/4"),
+        ("no digits here\nyes", "yes"),
+        ("", ""),
+    ],
+)
 def test_extract_answer(text, answer):
     assert extract_answer(text) == answer
 
 
 def test_extract_code_and_vote():
-    assert extract_code("Here:\n```python\nprint(1)\n```\nand\n```python\nprint(2)\n```") == \
-        "print(2)"
+    assert (
+        extract_code("Here:\n```python\nprint(1)\n```\nand\n```python\nprint(2)\n```") == "print(2)"
+    )
     assert extract_code("```python\nprint(3)") == "print(3)"
     assert extract_code("print(4)") == "print(4)"
     assert majority_vote(["4", " 4.0 ", "5"]) == ("4", True)
@@ -65,10 +69,16 @@ def _edges(graph: str) -> set[tuple[str, str]]:
 def test_mermaid_from_script_reflection_and_ensemble():
     g = mermaid_from_script(template_script("reflection", MATH))
     assert g.startswith("graph TD\n")
-    assert {("question", "a_solver"), ("a_solver", "a_critic"), ("a_critic", "a_solver"),
-            ("a_solver", "answer")} <= _edges(g)
-    g = mermaid_from_script("team = [Agent(f's{i}', 'p') for i in range(3)]\n"
-                            "j = Agent('judge')\nsubmit(ensemble(team, QUESTION, judge=j))")
+    assert {
+        ("question", "a_solver"),
+        ("a_solver", "a_critic"),
+        ("a_critic", "a_solver"),
+        ("a_solver", "answer"),
+    } <= _edges(g)
+    g = mermaid_from_script(
+        "team = [Agent(f's{i}', 'p') for i in range(3)]\n"
+        "j = Agent('judge')\nsubmit(ensemble(team, QUESTION, judge=j))"
+    )
     edges = _edges(g)
     for i in range(3):
         assert ("question", f"a_s{i}") in edges
@@ -76,8 +86,9 @@ def test_mermaid_from_script_reflection_and_ensemble():
 
 
 def test_mermaid_from_script_asks_router_and_bad_input():
-    g = mermaid_from_script("a = Agent('x y')\nb = Agent('end')\nt = a.ask(QUESTION)\n"
-                            "u = b.ask(t)\nsubmit(u)")
+    g = mermaid_from_script(
+        "a = Agent('x y')\nb = Agent('end')\nt = a.ask(QUESTION)\nu = b.ask(t)\nsubmit(u)"
+    )
     assert _edges(g) == {("question", "a_x_y"), ("a_x_y", "a_end"), ("a_end", "answer")}
     g = mermaid_from_script(template_script("router", MATH))
     assert ("a_classifier", "a_solver") in _edges(g) and "|hard|" in g
@@ -86,8 +97,15 @@ def test_mermaid_from_script_asks_router_and_bad_input():
 
 
 def _call(agent: str) -> Call:
-    return Call(role="executor", agent=agent, messages=[], prompt_ids=[1], response_ids=[2],
-                logprobs=[-0.1], finish_reason="stop")
+    return Call(
+        role="executor",
+        agent=agent,
+        messages=[],
+        prompt_ids=[1],
+        response_ids=[2],
+        logprobs=[-0.1],
+        finish_reason="stop",
+    )
 
 
 def test_mermaid_from_calls_numbers_the_sequence():
@@ -105,8 +123,9 @@ def test_mermaid_from_calls_draws_a_fan_out_side_by_side():
         call.messages = [{"role": "system", "content": "s"}, {"role": "user", "content": message}]
         return call
 
-    g = mermaid_from_calls([asked("s1", "Q"), asked("s2", "Q"), asked("s3", "Q"),
-                            asked("judge", "pick")])
+    g = mermaid_from_calls(
+        [asked("s1", "Q"), asked("s2", "Q"), asked("s3", "Q"), asked("judge", "pick")]
+    )
     for i in (1, 2, 3):
         assert f"question -->|{i}| a_s{i}" in g and f"a_s{i} -->|4| a_judge" in g
     assert "a_judge --> answer" in g and "a_s1 -->|2| a_s2" not in g

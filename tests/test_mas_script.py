@@ -8,8 +8,10 @@ from metaagentx.mas.script import MAX_SCRIPT_CHARS, REJECTION_REASONS, check_scr
 
 
 def test_extract_prefers_last_block_that_submits():
-    text = ("Plan:\n```python\nsubmit(1)\n```\nbetter:\n```python\nsubmit(2)\n```\n"
-            "notes:\n```python\nx = 3\n```\n")
+    text = (
+        "Plan:\n```python\nsubmit(1)\n```\nbetter:\n```python\nsubmit(2)\n```\n"
+        "notes:\n```python\nx = 3\n```\n"
+    )
     assert extract_script(text) == "submit(2)"
 
 
@@ -30,24 +32,27 @@ def test_extract_bare_code_and_nothing():
     assert extract_script("```text\nnot python\n```") is None
 
 
-@pytest.mark.parametrize("code,reason", [
-    (None, "no_script"),
-    ("   \n", "no_script"),
-    ("x = 1\n" * (MAX_SCRIPT_CHARS // 6 + 1) + "submit(x)", "too_long"),
-    ("submit(\n", "syntax_error"),
-    ("import os\nsubmit(1)", "forbidden_import"),
-    ("from subprocess import run\nsubmit(1)", "forbidden_import"),
-    ("from . import api\nsubmit(1)", "forbidden_import"),
-    ("from metaagentx.mas import sandbox\nsubmit(1)", "forbidden_import"),
-    ("submit(().__class__)", "dunder_access"),
-    ("x = __builtins__\nsubmit(x)", "dunder_access"),
-    ("submit('{0.__class__}'.format(1))", "dunder_access"),
-    ("f = open('/etc/passwd')\nsubmit(f.read())", "forbidden_name"),
-    ("submit(eval('1+1'))", "forbidden_name"),
-    ("submit(getattr(1, 'real'))", "forbidden_name"),
-    ("x = exec\nsubmit(1)", "forbidden_name"),
-    ("a = Agent('a')\nprint(single(a, QUESTION))", "no_submit"),
-])
+@pytest.mark.parametrize(
+    "code,reason",
+    [
+        (None, "no_script"),
+        ("   \n", "no_script"),
+        ("x = 1\n" * (MAX_SCRIPT_CHARS // 6 + 1) + "submit(x)", "too_long"),
+        ("submit(\n", "syntax_error"),
+        ("import os\nsubmit(1)", "forbidden_import"),
+        ("from subprocess import run\nsubmit(1)", "forbidden_import"),
+        ("from . import api\nsubmit(1)", "forbidden_import"),
+        ("from metaagentx.mas import sandbox\nsubmit(1)", "forbidden_import"),
+        ("submit(().__class__)", "dunder_access"),
+        ("x = __builtins__\nsubmit(x)", "dunder_access"),
+        ("submit('{0.__class__}'.format(1))", "dunder_access"),
+        ("f = open('/etc/passwd')\nsubmit(f.read())", "forbidden_name"),
+        ("submit(eval('1+1'))", "forbidden_name"),
+        ("submit(getattr(1, 'real'))", "forbidden_name"),
+        ("x = exec\nsubmit(1)", "forbidden_name"),
+        ("a = Agent('a')\nprint(single(a, QUESTION))", "no_submit"),
+    ],
+)
 def test_each_rejection_reason(code, reason):
     assert reason in REJECTION_REASONS
     assert check_script(code) == reason
@@ -55,9 +60,16 @@ def test_each_rejection_reason(code, reason):
 
 def test_every_reason_is_reachable_or_set_by_design():
     # prompt_too_long is set by runtime.design() (tested there), the rest by check_script
-    assert set(REJECTION_REASONS) == {"no_script", "too_long", "syntax_error", "forbidden_import",
-                                      "dunder_access", "forbidden_name", "no_submit",
-                                      "prompt_too_long"}
+    assert set(REJECTION_REASONS) == {
+        "no_script",
+        "too_long",
+        "syntax_error",
+        "forbidden_import",
+        "dunder_access",
+        "forbidden_name",
+        "no_submit",
+        "prompt_too_long",
+    }
 
 
 def test_allowed_scripts_pass():

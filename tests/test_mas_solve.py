@@ -15,8 +15,9 @@ def _solve_json(capsys, *argv: str) -> dict:
 
 
 def test_solve_template_json(capsys):
-    rec = _solve_json(capsys, "What is 12 * 13?", "--structure", "debate",
-                      "--generation.backend=scripted")
+    rec = _solve_json(
+        capsys, "What is 12 * 13?", "--structure", "debate", "--generation.backend=scripted"
+    )
     assert rec["design"]["source"] == "template" and rec["design"]["structure"] == "debate"
     assert rec["outcome"] == "submitted" and rec["fallback"] is None
     # debate of alice and bob over 2 rounds, then the judge: 5 calls
@@ -34,22 +35,36 @@ def test_solve_designed_falls_back_when_rejected(capsys):
 
 
 def test_solve_rich_output(capsys):
-    assert main(["solve", "What is 2 + 3?", "--structure", "single",
-                 "--generation.backend=scripted"]) == 0
+    assert (
+        main(["solve", "What is 2 + 3?", "--structure", "single", "--generation.backend=scripted"])
+        == 0
+    )
     out = capsys.readouterr().out
-    for part in ("Question", "Script", "Mermaid (script)", "#1 solver", "Final answer",
-                 "outcome: submitted"):
+    for part in (
+        "Question",
+        "Script",
+        "Mermaid (script)",
+        "#1 solver",
+        "Final answer",
+        "outcome: submitted",
+    ):
         assert part in out
 
 
 @pytest.mark.slow
 def test_solve_embedded_model(capsys):
-    rec = _solve_json(capsys, "What is 12 * 13?", "--designer-tokens", "24",
-                      "--max-new-tokens", "24")
+    rec = _solve_json(
+        capsys, "What is 12 * 13?", "--designer-tokens", "24", "--max-new-tokens", "24"
+    )
     assert rec["model"] == "smollm2-135m"
     assert rec["design"]["source"] == "designed" and rec["design"]["designer_text"] is not None
-    assert rec["outcome"] in ("submitted", "no_answer", "runtime_error", "budget_exceeded",
-                              "rejected")
+    assert rec["outcome"] in (
+        "submitted",
+        "no_answer",
+        "runtime_error",
+        "budget_exceeded",
+        "rejected",
+    )
     assert rec["calls"] == len(rec["exchanges"])
     assert all(1 <= e["tokens_out"] <= 24 for e in rec["exchanges"])
     if rec["fallback"]:  # the single template always asks its solver once

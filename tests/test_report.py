@@ -25,11 +25,21 @@ def test_parse_mermaid_subset() -> None:
         "  %% a comment\n  classDef x fill:#fff\n  subgraph S\n  b\n  end\n"
     )
     assert g.direction == "LR"
-    assert g.nodes == {"q": ("QUESTION", "stadium"), "a": ('solver "A"', "rect"),
-                       "t": ("run_python", "rect"), "b": ("vote", "rhombus"),
-                       "j": ("judge", "circle"), "ans": ("answer", "stadium")}
-    assert g.edges == [("q", "a", "", False), ("a", "t", "code", False), ("a", "j", "", True),
-                       ("b", "j", "", True), ("j", "ans", "final", False)]
+    assert g.nodes == {
+        "q": ("QUESTION", "stadium"),
+        "a": ('solver "A"', "rect"),
+        "t": ("run_python", "rect"),
+        "b": ("vote", "rhombus"),
+        "j": ("judge", "circle"),
+        "ans": ("answer", "stadium"),
+    }
+    assert g.edges == [
+        ("q", "a", "", False),
+        ("a", "t", "code", False),
+        ("a", "j", "", True),
+        ("b", "j", "", True),
+        ("j", "ans", "final", False),
+    ]
     with pytest.raises(ValueError, match="line 2"):
         parse_mermaid("graph TD\n  a --> ???")
     with pytest.raises(ValueError, match="first line"):
@@ -38,8 +48,10 @@ def test_parse_mermaid_subset() -> None:
 
 def test_svg_layers_follow_the_flow() -> None:
     svg = mermaid_to_svg("graph TD\n q --> s\n s --> c\n c --> s\n s --> s\n s --> ans")
-    ys = {m.group(1): float(m.group(2)) for m in re.finditer(
-        r'data-id="(\w+)"><rect class="node" x="[\d.]+" y="([\d.]+)"', svg)}
+    ys = {
+        m.group(1): float(m.group(2))
+        for m in re.finditer(r'data-id="(\w+)"><rect class="node" x="[\d.]+" y="([\d.]+)"', svg)
+    }
     assert ys["q"] < ys["s"] < ys["c"]  # the back edge c -> s does not lift c above s
     assert ys["c"] == ys["ans"]
     assert svg.count('class="edge"') == 5 and svg.count('<g class="n"') == 4
@@ -52,8 +64,13 @@ def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_report_files(report_dir: Path) -> None:
     figs = sorted(p.name for p in (report_dir / "figures").glob("*.png"))
-    assert figs == ["attribution.png", "cost_accuracy.png", "curves.png", "structure_mix.png",
-                    "structures_training.png"]
+    assert figs == [
+        "attribution.png",
+        "cost_accuracy.png",
+        "curves.png",
+        "structure_mix.png",
+        "structures_training.png",
+    ]
     page = (report_dir / "report.html").read_text()
     assert page.count('<img class="fig"') == 5 and page.count("data:image/png;base64,") == 5
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # nothing fetched online
@@ -67,7 +84,9 @@ def test_report_files(report_dir: Path) -> None:
     assert "share of the gain from design: 66.7%" in summary
     # training samples: 4 executions, agents 2+2+1+0, 1 timeout without calls, calls 2,3,1,0
     assert "| training samples (step 6) | 4 | 1.25 | 2 | 100.0% | 1.50 |" in summary
-    assert "(quoted from the paper)" in summary and "![Training curves](figures/curves.png)" in summary
+    assert (
+        "(quoted from the paper)" in summary and "![Training curves](figures/curves.png)" in summary
+    )
 
 
 def test_cli_compare(tmp_path: Path) -> None:
@@ -81,8 +100,12 @@ def test_cli_compare(tmp_path: Path) -> None:
 
 def test_compare_with_a_run_folder() -> None:
     data = load_run(RUN, compare=RUN)
-    assert list(data.evals) == ["run_small:step_000000", "run_small:step_000008",
-                                "step_000000", "step_000008"]
+    assert list(data.evals) == [
+        "run_small:step_000000",
+        "run_small:step_000008",
+        "step_000000",
+        "step_000008",
+    ]
     assert data.pair == ("run_small:step_000008", "step_000008")
     assert [m["step"] for m in data.compare_metrics] == list(range(8))  # its curve is overlaid
 
@@ -92,8 +115,9 @@ def test_pair_names_the_labels(tmp_path: Path) -> None:
     assert data.pair == ("step_000008", "step_000000")
     with pytest.raises(ValueError, match="no evaluation labelled 'step_9'.*step_000000"):
         load_run(RUN, pair=("step_9", "step_000000"))
-    assert main(["report", str(RUN), "--pair", "step_000008,step_000000",
-                 "--out", str(tmp_path)]) == 0
+    assert (
+        main(["report", str(RUN), "--pair", "step_000008,step_000000", "--out", str(tmp_path)]) == 0
+    )
     assert "| newly_failed | 3 |" in (tmp_path / "summary.md").read_text()  # 3 gains reversed
 
 
@@ -104,10 +128,22 @@ def test_report_of_an_empty_run_says_what_is_missing(tmp_path: Path) -> None:
 
 
 def _chromium(tmp: Path, url: str, *extra: str) -> subprocess.CompletedProcess:
-    cmd = [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-           "--no-first-run", "--disable-background-networking", "--disable-component-update",
-           "--disable-sync", f"--user-data-dir={tmp / 'profile'}", "--enable-logging=stderr",
-           "--v=0", *extra, url]
+    cmd = [
+        BROWSER,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp / 'profile'}",
+        "--enable-logging=stderr",
+        "--v=0",
+        *extra,
+        url,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
 
 
@@ -117,8 +153,11 @@ def _console_lines(stderr: str) -> list[str]:
 
 
 @pytest.mark.browser
-@pytest.mark.skipif(BROWSER is None, reason="headless Chromium not found; enable this test "
-                    "with `apt-get install chromium` (CI's .ci/run does this)")
+@pytest.mark.skipif(
+    BROWSER is None,
+    reason="headless Chromium not found; enable this test "
+    "with `apt-get install chromium` (CI's .ci/run does this)",
+)
 def test_report_renders_in_headless_chromium(report_dir: Path, tmp_path: Path) -> None:
     bad = tmp_path / "bad.html"
     bad.write_text("<html><body><script>notDefined();</script></body></html>")

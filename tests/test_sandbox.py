@@ -26,14 +26,19 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def test_stdout_stderr_and_exit_code():
-    res = run_untrusted("import sys\nprint('out', 6 * 7)\nprint('err', file=sys.stderr)\n"
-                        "sys.exit(3)", timeout_s=10, memory_mb=256)
+    res = run_untrusted(
+        "import sys\nprint('out', 6 * 7)\nprint('err', file=sys.stderr)\nsys.exit(3)",
+        timeout_s=10,
+        memory_mb=256,
+    )
     assert res == SandboxResult("out 42\n", "err\n", 3, False, None, res.wall_s)
 
 
 def test_stdin_is_readable_line_by_line_and_whole():
-    code = "a, b = map(int, input().split())\nrest = __import__('sys').stdin.read()\n" \
-           "print(a + b, len(rest))"
+    code = (
+        "a, b = map(int, input().split())\nrest = __import__('sys').stdin.read()\n"
+        "print(a + b, len(rest))"
+    )
     res = run_untrusted(code, timeout_s=10, memory_mb=256, stdin="3 4\n" + "z" * 300_000)
     assert res.stdout == "7 300000\n"
 
@@ -82,8 +87,9 @@ def test_threads_run_jobs_concurrently_and_get_their_own_results():
     results: dict[int, SandboxResult] = {}
 
     def work(i: int) -> None:
-        results[i] = run_untrusted(f"import time\ntime.sleep(0.05)\nprint({i} * {i})",
-                                   timeout_s=30, memory_mb=256)
+        results[i] = run_untrusted(
+            f"import time\ntime.sleep(0.05)\nprint({i} * {i})", timeout_s=30, memory_mb=256
+        )
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]
     for t in threads:
@@ -127,9 +133,17 @@ def test_run_interactive_serves_many_concurrent_sessions():
         return {"session": obj["session"], "value": obj["session"] * 10 + obj["step"]}
 
     async def main() -> list[SandboxResult]:
-        return await asyncio.gather(*[
-            run_interactive(ECHO_CLIENT.replace("SESSION", str(i)), timeout_s=60,
-                            memory_mb=256, handler=handler) for i in range(40)])
+        return await asyncio.gather(
+            *[
+                run_interactive(
+                    ECHO_CLIENT.replace("SESSION", str(i)),
+                    timeout_s=60,
+                    memory_mb=256,
+                    handler=handler,
+                )
+                for i in range(40)
+            ]
+        )
 
     results = asyncio.run(main())
     for i, res in enumerate(results):
@@ -143,8 +157,9 @@ def test_handler_error_kills_the_child_and_is_raised():
     async def handler(obj: dict) -> dict:
         raise KeyError("no such agent")
 
-    code = "from metaagentx.mas.channel import request\nrequest({'a': 1})\nimport time\n" \
-           "time.sleep(30)"
+    code = (
+        "from metaagentx.mas.channel import request\nrequest({'a': 1})\nimport time\ntime.sleep(30)"
+    )
     with pytest.raises(KeyError, match="no such agent"):
         asyncio.run(run_interactive(code, timeout_s=60, memory_mb=256, handler=handler))
 
@@ -153,16 +168,19 @@ def test_garbage_on_the_channel_kills_the_child():
     async def handler(obj: dict) -> dict:
         return {}
 
-    code = "import os\nos.write(int(os.environ['METAAGENTX_CHANNEL_FD']), b'[1, 2\\n')\n" \
-           "import time\ntime.sleep(30)"
+    code = (
+        "import os\nos.write(int(os.environ['METAAGENTX_CHANNEL_FD']), b'[1, 2\\n')\n"
+        "import time\ntime.sleep(30)"
+    )
     res = asyncio.run(run_interactive(code, timeout_s=60, memory_mb=256, handler=handler))
     assert res.killed_reason == "channel_protocol"
     assert res.exit_code == -9 and not res.timed_out
 
 
 def test_request_without_a_channel_fails_clearly():
-    res = run_untrusted("from metaagentx.mas.channel import request\nrequest({})",
-                        timeout_s=10, memory_mb=256)
+    res = run_untrusted(
+        "from metaagentx.mas.channel import request\nrequest({})", timeout_s=10, memory_mb=256
+    )
     assert "METAAGENTX_CHANNEL_FD is not set" in res.stderr
 
 
@@ -233,8 +251,9 @@ def test_an_interrupted_sync_call_kills_its_job_and_leaves_the_api_usable():
         raise _Interrupt()
 
     previous = signal.signal(signal.SIGUSR1, interrupt)
-    timer = threading.Timer(0.5, signal.pthread_kill, (threading.main_thread().ident,
-                                                       signal.SIGUSR1))
+    timer = threading.Timer(
+        0.5, signal.pthread_kill, (threading.main_thread().ident, signal.SIGUSR1)
+    )
     timer.start()
     try:
         with pytest.raises(_Interrupt):
@@ -251,9 +270,11 @@ def test_an_interrupted_sync_call_kills_its_job_and_leaves_the_api_usable():
 
 
 def test_non_daemon_threads_finish_before_the_job_ends_as_in_python():
-    code = ("import threading, time\n"
-            "def late():\n    time.sleep(0.2)\n    print('late')\n"
-            "threading.Thread(target=late).start()\nprint('main')")
+    code = (
+        "import threading, time\n"
+        "def late():\n    time.sleep(0.2)\n    print('late')\n"
+        "threading.Thread(target=late).start()\nprint('main')"
+    )
     res = run_untrusted(code, timeout_s=10, memory_mb=256)
     assert res.stdout == "main\nlate\n"
 

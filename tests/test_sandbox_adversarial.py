@@ -180,8 +180,14 @@ except OSError as exc:
 def test_writes_outside_the_working_directory_fail(tmp_path):
     _need_namespaces()
     name = f"sandbox-escape-{os.getpid()}"
-    targets = [f"/tmp/{name}", f"/var/tmp/{name}", f"/dev/shm/{name}", str(ROOT / name),
-               str(Path.home() / name), str(tmp_path / name)]
+    targets = [
+        f"/tmp/{name}",
+        f"/var/tmp/{name}",
+        f"/dev/shm/{name}",
+        str(ROOT / name),
+        str(Path.home() / name),
+        str(tmp_path / name),
+    ]
     code = f"""
 import os
 for path in {targets!r} + ['inside.txt']:
@@ -222,7 +228,9 @@ except OSError as exc:
 
 
 def test_200_mb_of_output_is_bounded_and_does_not_hang():
-    code = "import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(200):\n    sys.stdout.write(chunk)\n"
+    code = (
+        "import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(200):\n    sys.stdout.write(chunk)\n"
+    )
     tracemalloc.start()
     try:
         res = run_untrusted(code, timeout_s=60, memory_mb=256, max_output_bytes=1 << 20)
@@ -293,7 +301,8 @@ def test_server_and_jobs_die_when_the_parent_is_killed(tmp_path):
     script.write_text(
         "from metaagentx.mas.sandbox import default_sandbox, run_untrusted\n"
         "print(default_sandbox().isolation().server_pid, flush=True)\n"
-        "run_untrusted('import time\\ntime.sleep(120)', timeout_s=120, memory_mb=256)\n")
+        "run_untrusted('import time\\ntime.sleep(120)', timeout_s=120, memory_mb=256)\n"
+    )
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     try:
         server = int(proc.stdout.readline())
@@ -341,13 +350,13 @@ import os, signal
 for attempt in ('read', 'write', 'list', 'kill'):
     try:
         if attempt == 'read':
-            open({obj['cwd']!r} + '/secret.txt').read()
+            open({obj["cwd"]!r} + '/secret.txt').read()
         elif attempt == 'write':
-            open({obj['cwd']!r} + '/secret.txt', 'w').write('pwned')
+            open({obj["cwd"]!r} + '/secret.txt', 'w').write('pwned')
         elif attempt == 'list':
-            os.listdir({obj['cwd']!r})
+            os.listdir({obj["cwd"]!r})
         else:
-            os.kill({obj['pid']}, signal.SIGKILL)
+            os.kill({obj["pid"]}, signal.SIGKILL)
         print(attempt, 'succeeded')
     except OSError as exc:
         print(attempt, 'blocked')

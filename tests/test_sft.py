@@ -35,10 +35,18 @@ def tiny_dir(tmp_path_factory, tokenizer) -> Path:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
-                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                      max_position_embeddings=1024, eos_token_id=tokenizer.eos_token_id,
-                      bos_token_id=tokenizer.bos_token_id, pad_token_id=tokenizer.pad_token_id)
+    cfg = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     folder = tmp_path_factory.mktemp("tiny") / "tiny-llama"
     LlamaForCausalLM(cfg).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
@@ -47,13 +55,18 @@ def tiny_dir(tmp_path_factory, tokenizer) -> Path:
 
 def _write_demos(folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    designer = {"messages": [{"role": "system", "content": "Design a team."},
-                             {"role": "user", "content": "What is 1 + 1?"},
-                             {"role": "assistant", "content": "```python\nsubmit('2')\n```"}],
-                "provenance": {"teacher": "policy", "structure": "single", "task_id": "t0",
-                               "reward": 1.0}}
-    executor = {"messages": MESSAGES, "provenance": {"teacher": "policy", "task_id": "t1",
-                                                      "structure": "single", "reward": 1.0}}
+    designer = {
+        "messages": [
+            {"role": "system", "content": "Design a team."},
+            {"role": "user", "content": "What is 1 + 1?"},
+            {"role": "assistant", "content": "```python\nsubmit('2')\n```"},
+        ],
+        "provenance": {"teacher": "policy", "structure": "single", "task_id": "t0", "reward": 1.0},
+    }
+    executor = {
+        "messages": MESSAGES,
+        "provenance": {"teacher": "policy", "task_id": "t1", "structure": "single", "reward": 1.0},
+    }
     (folder / "designer.jsonl").write_text(json.dumps(designer) + "\n")
     (folder / "executor.jsonl").write_text((json.dumps(executor) + "\n") * 3)
 
@@ -99,9 +112,18 @@ def test_sft_loss_is_the_mean_nll_of_assistant_tokens_only(tiny_dir, tokenizer):
 
 
 def _cfg(tiny_dir: Path, *extra: str):
-    return load_config(None, [f"--model.name={tiny_dir}", "--model.device=cpu",
-                              "--sft.lr=1e-2", "--sft.epochs=2", "--sft.batch_tokens=256",
-                              "--rl.save_every=1", *extra])
+    return load_config(
+        None,
+        [
+            f"--model.name={tiny_dir}",
+            "--model.device=cpu",
+            "--sft.lr=1e-2",
+            "--sft.epochs=2",
+            "--sft.batch_tokens=256",
+            "--rl.save_every=1",
+            *extra,
+        ],
+    )
 
 
 def test_sft_step_changes_parameters_and_saves_a_loadable_model(tiny_dir, tmp_path):
@@ -114,8 +136,11 @@ def test_sft_step_changes_parameters_and_saves_a_loadable_model(tiny_dir, tmp_pa
     before, _ = load_model_and_tokenizer(str(tiny_dir))
     after, tok = load_model_and_tokenizer(info["model_dir"])
     assert info["examples"] == 4 and info["steps"] >= 2
-    changed = [n for (n, p), q in zip(before.named_parameters(), after.parameters())
-               if not torch.equal(p, q)]
+    changed = [
+        n
+        for (n, p), q in zip(before.named_parameters(), after.parameters())
+        if not torch.equal(p, q)
+    ]
     assert len(changed) == len(list(before.parameters()))
     assert info["last_loss"] < info["first_loss"]
     rows = [json.loads(x) for x in (tmp_path / "sft" / "metrics.jsonl").read_text().splitlines()]
@@ -133,11 +158,11 @@ def test_sft_resume_continues_to_the_same_weights(tiny_dir, tmp_path):
     _write_demos(tmp_path / "data")
     full = train_sft(_cfg(tiny_dir), tmp_path / "data", tmp_path / "a", progress=False)
     # Interrupted run: stop after the first epoch, then resume to the full length.
-    train_sft(_cfg(tiny_dir, "--sft.epochs=1"), tmp_path / "data", tmp_path / "b",
-              progress=False)
+    train_sft(_cfg(tiny_dir, "--sft.epochs=1"), tmp_path / "data", tmp_path / "b", progress=False)
     half = latest_checkpoint(tmp_path / "b").name
-    resumed = train_sft(_cfg(tiny_dir), tmp_path / "data", tmp_path / "b", resume=True,
-                        progress=False)
+    resumed = train_sft(
+        _cfg(tiny_dir), tmp_path / "data", tmp_path / "b", resume=True, progress=False
+    )
     assert half != latest_checkpoint(tmp_path / "b").name
     assert resumed["steps"] == full["steps"]
     a, _ = load_model_and_tokenizer(full["model_dir"])
@@ -165,8 +190,9 @@ def test_rl_trainer_starts_from_the_sft_model_folder(tiny_dir, tmp_path, tokeniz
     from metaagentx.sft import train_sft
 
     _write_demos(tmp_path / "data")
-    info = train_sft(_cfg(tiny_dir, "--sft.epochs=1"), tmp_path / "data", tmp_path / "sft",
-                     progress=False)
+    info = train_sft(
+        _cfg(tiny_dir, "--sft.epochs=1"), tmp_path / "data", tmp_path / "sft", progress=False
+    )
     served: dict[str, int] = {}
 
     def alternate(messages) -> str:  # per prompt: right, then wrong: each task gets both
@@ -175,12 +201,24 @@ def test_rl_trainer_starts_from_the_sft_model_folder(tiny_dir, tmp_path, tokeniz
         a, b = map(int, re.search(r"(\d) \+ (\d)", text).groups())
         return f"The answer is \\boxed{{{a + b + (served[text] + 1) % 2}}}."
 
-    cfg = load_config(None, [f"--model.name={info['model_dir']}", "--model.device=cpu",
-                             "--rollout.mode=fixed:single", "--rollout.m=1", "--rollout.n=2",
-                             "--rollout.tasks_per_step=2", "--rl.steps=1",
-                             "--rl.schedule=executor_only", "--rl.lr=1e-2",
-                             "--data.train=generated:arith", "--data.train_limit=4",
-                             f"--run.out_dir={tmp_path / 'rl'}", "--mas.timeout_s=60"])
+    cfg = load_config(
+        None,
+        [
+            f"--model.name={info['model_dir']}",
+            "--model.device=cpu",
+            "--rollout.mode=fixed:single",
+            "--rollout.m=1",
+            "--rollout.n=2",
+            "--rollout.tasks_per_step=2",
+            "--rl.steps=1",
+            "--rl.schedule=executor_only",
+            "--rl.lr=1e-2",
+            "--data.train=generated:arith",
+            "--data.train_limit=4",
+            f"--run.out_dir={tmp_path / 'rl'}",
+            "--mas.timeout_s=60",
+        ],
+    )
     out = train(cfg, generator=ScriptedGenerator(alternate, tokenizer))
     assert (out / "config.toml").read_text().count(info["model_dir"]) == 1
     sft_model, _ = load_model_and_tokenizer(info["model_dir"])
@@ -217,16 +255,42 @@ def test_cli_sft_data_then_sft(tiny_dir, tmp_path, capsys):
     from metaagentx.cli import main
 
     data = tmp_path / "data"
-    assert main(["sft-data", "--out", str(data), "--no-progress", "--sft.tasks=3",
-                 "--sft.samples_per_task=1", "--generation.backend=scripted",
-                 "--data.train=generated:arith", "--mas.timeout_s=60",
-                 "--generation.designer_max_tokens=4096"]) == 0
+    assert (
+        main(
+            [
+                "sft-data",
+                "--out",
+                str(data),
+                "--no-progress",
+                "--sft.tasks=3",
+                "--sft.samples_per_task=1",
+                "--generation.backend=scripted",
+                "--data.train=generated:arith",
+                "--mas.timeout_s=60",
+                "--generation.designer_max_tokens=4096",
+            ]
+        )
+        == 0
+    )
     stats = json.loads((data / "stats.json").read_text())
     assert stats["mode"] == "templates" and stats["designs"] == 3 and stats["tasks"] == 3
     assert len((data / "executor.jsonl").read_text().splitlines()) == stats["executor_examples"]
     assert "acceptance:" in capsys.readouterr().out
     _write_demos(data)  # the echoing policy is rarely right: train on known examples
-    assert main(["sft", "--data", str(data), "--out", str(tmp_path / "sft"), "--no-progress",
-                 f"--model.name={tiny_dir}", "--model.device=cpu"]) == 0
+    assert (
+        main(
+            [
+                "sft",
+                "--data",
+                str(data),
+                "--out",
+                str(tmp_path / "sft"),
+                "--no-progress",
+                f"--model.name={tiny_dir}",
+                "--model.device=cpu",
+            ]
+        )
+        == 0
+    )
     assert "--model.name=" in capsys.readouterr().out
     assert (tmp_path / "sft" / "model" / "config.json").is_file()

@@ -27,8 +27,15 @@ def agent_reply(messages) -> str:
 
 
 def _cfg(*extra: str):
-    return load_config(None, ["--mas.timeout_s=60", "--mas.concurrency=16",
-                              "--generation.designer_max_tokens=2048", *extra])
+    return load_config(
+        None,
+        [
+            "--mas.timeout_s=60",
+            "--mas.concurrency=16",
+            "--generation.designer_max_tokens=2048",
+            *extra,
+        ],
+    )
 
 
 def test_only_correct_executions_enter_the_data(tmp_path):
@@ -38,9 +45,17 @@ def test_only_correct_executions_enter_the_data(tmp_path):
     even = {t.id for t in tasks if int(t.answer) % 2 == 0}
     assert 0 < len(even) < len(tasks)
     gen = ScriptedGenerator(agent_reply)
-    designer, executor, stats = asyncio.run(generate_demonstrations(
-        tasks, gen, _cfg(), samples_per_task=2, executions=2, progress=False,
-        structures=("single", "reflection")))
+    designer, executor, stats = asyncio.run(
+        generate_demonstrations(
+            tasks,
+            gen,
+            _cfg(),
+            samples_per_task=2,
+            executions=2,
+            progress=False,
+            structures=("single", "reflection"),
+        )
+    )
     # Every task tries both structures, twice each: 8 tasks x 2 designs x 2 executions.
     assert stats.designs == 16 and stats.executions == 32
     assert stats.executions_correct == 4 * len(even)
@@ -57,8 +72,11 @@ def test_only_correct_executions_enter_the_data(tmp_path):
             assert msgs[-1]["content"] == f"The answer is \\boxed{{{_sum(msgs)}}}."
     for d in designer:
         assert d["messages"][-1]["content"].startswith("```python\n")
-        assert d["messages"][0]["role"] == "system" and "Design a team" in d["messages"][1][
-            "content"] and "structure; adapt" not in d["messages"][1]["content"]
+        assert (
+            d["messages"][0]["role"] == "system"
+            and "Design a team" in d["messages"][1]["content"]
+            and "structure; adapt" not in d["messages"][1]["content"]
+        )
     info = write_demonstrations(tmp_path, designer, executor, stats)
     assert info["acceptance_rate"] == 4 * len(even) / 32
     assert info["structure_mix"] == {"single": 8, "reflection": 8}
@@ -92,9 +110,16 @@ def test_teacher_mode_keeps_only_correct_teacher_designs(tmp_path):
 
     tasks = load_tasks("generated:arith", limit=6)
     even = {t.id for t in tasks if int(t.answer) % 2 == 0}
-    designer, executor, stats = asyncio.run(generate_demonstrations(
-        tasks, ScriptedGenerator(teacher), _cfg(), teacher="big-teacher", samples_per_task=1,
-        progress=False))
+    designer, executor, stats = asyncio.run(
+        generate_demonstrations(
+            tasks,
+            ScriptedGenerator(teacher),
+            _cfg(),
+            teacher="big-teacher",
+            samples_per_task=1,
+            progress=False,
+        )
+    )
     assert {d["provenance"]["task_id"] for d in designer} == even
     assert all(d["provenance"]["teacher"] == "big-teacher" for d in designer + executor)
     assert all(d["provenance"]["structure"] == "single" for d in designer)
@@ -112,9 +137,16 @@ def test_designs_longer_than_the_designer_budget_are_not_demonstrated():
     tasks = load_tasks("generated:arith", limit=2)
     assert len(fenced(template_script("single", tasks[0]))) < 240
     gen = ScriptedGenerator(agent_reply)
-    designer, _, stats = asyncio.run(generate_demonstrations(
-        tasks, gen, _cfg("--generation.designer_max_tokens=240"), samples_per_task=2,
-        progress=False, structures=("single", "reflection")))
+    designer, _, stats = asyncio.run(
+        generate_demonstrations(
+            tasks,
+            gen,
+            _cfg("--generation.designer_max_tokens=240"),
+            samples_per_task=2,
+            progress=False,
+            structures=("single", "reflection"),
+        )
+    )
     assert stats.rejections == {"longer_than_designer_max_tokens": 2}
     assert all(d["provenance"]["structure"] == "single" for d in designer)
     assert stats.executions == 2

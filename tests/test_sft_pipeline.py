@@ -23,9 +23,16 @@ def tiny(tmp_path_factory):
 
     tok = AutoTokenizer.from_pretrained(embedded_model_dir())
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
-                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                      max_position_embeddings=2048, eos_token_id=tok.eos_token_id)
+    cfg = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        eos_token_id=tok.eos_token_id,
+    )
     folder = tmp_path_factory.mktemp("tiny") / "tiny-llama"
     LlamaForCausalLM(cfg).save_pretrained(folder)
     tok.save_pretrained(folder)
@@ -49,18 +56,35 @@ def test_demo_pipeline_runs_every_stage(tiny, tmp_path):
     from metaagentx.tasks.datasets import load_tasks
 
     folder, tok = tiny
-    cfg = load_config(None, [
-        f"--model.name={folder}", "--model.device=cpu", "--data.train=generated:arith",
-        "--data.eval=generated:arith", "--data.train_limit=20", "--data.eval_limit=4",
-        "--sft.tasks=4", "--sft.samples_per_task=2", "--sft.lr=1e-3",
-        "--generation.designer_max_tokens=256", "--rollout.m=1", "--rollout.n=2",
-        "--rollout.tasks_per_step=2", "--rl.steps=2", "--rl.k=1", "--rl.save_every=1",
-        "--mas.timeout_s=60", f"--run.out_dir={tmp_path / 'demo'}"])
+    cfg = load_config(
+        None,
+        [
+            f"--model.name={folder}",
+            "--model.device=cpu",
+            "--data.train=generated:arith",
+            "--data.eval=generated:arith",
+            "--data.train_limit=20",
+            "--data.eval_limit=4",
+            "--sft.tasks=4",
+            "--sft.samples_per_task=2",
+            "--sft.lr=1e-3",
+            "--generation.designer_max_tokens=256",
+            "--rollout.m=1",
+            "--rollout.n=2",
+            "--rollout.tasks_per_step=2",
+            "--rl.steps=2",
+            "--rl.k=1",
+            "--rl.save_every=1",
+            "--mas.timeout_s=60",
+            f"--run.out_dir={tmp_path / 'demo'}",
+        ],
+    )
     heldout = held_out_tasks(cfg)
     train_prompts = {t.prompt for t in load_tasks("generated:arith", limit=20, seed=0)}
     assert len(heldout) == 4 and not train_prompts & {t.prompt for t in heldout}
-    results = run_demo(cfg, progress=False,
-                       generator_factory=lambda model, t: ScriptedGenerator(reply, tok))
+    results = run_demo(
+        cfg, progress=False, generator_factory=lambda model, t: ScriptedGenerator(reply, tok)
+    )
     even = sum(int(t.answer) % 2 == 0 for t in heldout) / 4
     for key in ("start", "sft_eval", "rl_eval"):
         assert results[key]["items"] == 4 and results[key]["validity"] == 1.0

@@ -122,35 +122,54 @@ def test_every_structure_has_a_hand_written_case() -> None:
         ("", "other"),  # nothing
         ("submit('42')", "other"),  # no agent is asked
         # one agent refining its own answer is self-reflection
-        ("a = Agent('x')\nans = a.ask(QUESTION)\nfor _ in range(3):\n"
-         "    ans = a.ask('Improve: ' + ans)\nsubmit(ans)", "reflection"),
+        (
+            "a = Agent('x')\nans = a.ask(QUESTION)\nfor _ in range(3):\n"
+            "    ans = a.ask('Improve: ' + ans)\nsubmit(ans)",
+            "reflection",
+        ),
         # one agent sampled three times and voted is self-consistency (ensemble)
-        ("a = Agent('x')\nvotes = [a.ask(QUESTION) for _ in range(3)]\n"
-         "submit(max(set(votes), key=votes.count))", "ensemble"),
+        (
+            "a = Agent('x')\nvotes = [a.ask(QUESTION) for _ in range(3)]\n"
+            "submit(max(set(votes), key=votes.count))",
+            "ensemble",
+        ),
         # two named debaters who both answer first, then read each other
-        ("a = Agent('a')\nb = Agent('b')\nx = a.ask(QUESTION)\ny = b.ask(QUESTION)\n"
-         "for _ in range(2):\n    x, y = a.ask(y), b.ask(x)\nsubmit(x)", "debate"),
+        (
+            "a = Agent('a')\nb = Agent('b')\nx = a.ask(QUESTION)\ny = b.ask(QUESTION)\n"
+            "for _ in range(2):\n    x, y = a.ask(y), b.ask(x)\nsubmit(x)",
+            "debate",
+        ),
         # a solver and one critic pass that rewrites the answer
-        ("s = Agent('s')\nc = Agent('c')\nsubmit(c.ask('Fix: ' + s.ask(QUESTION)))",
-         "reflection"),
+        ("s = Agent('s')\nc = Agent('c')\nsubmit(c.ask('Fix: ' + s.ask(QUESTION)))", "reflection"),
         # two different top-level blocks in sequence are a composite
-        ("a = Agent('a')\nx = single(a, QUESTION)\n"
-         "submit(reflection(a, Agent('c'), x))", "other"),
+        ("a = Agent('a')\nx = single(a, QUESTION)\nsubmit(reflection(a, Agent('c'), x))", "other"),
         # a user function named like a block is not the block
         ("def debate(q):\n    return Agent('a').ask(q)\nsubmit(debate(QUESTION))", "single"),
         # a router by dict lookup on the classifier's answer
-        ("experts = {'math': Agent('m'), 'code': Agent('c')}\n"
-         "k = Agent('cls').ask(QUESTION).strip()\nsubmit(experts[k].ask(QUESTION))", "router"),
+        (
+            "experts = {'math': Agent('m'), 'code': Agent('c')}\n"
+            "k = Agent('cls').ask(QUESTION).strip()\nsubmit(experts[k].ask(QUESTION))",
+            "router",
+        ),
         # a reflection loop whose early exit is an `if` is not a router
-        ("s = Agent('s')\nc = Agent('c')\nans = s.ask(QUESTION)\nfb = c.ask(ans)\n"
-         "if 'OK' not in fb:\n    ans = s.ask(fb)\nsubmit(ans)", "reflection"),
+        (
+            "s = Agent('s')\nc = Agent('c')\nans = s.ask(QUESTION)\nfb = c.ask(ans)\n"
+            "if 'OK' not in fb:\n    ans = s.ask(fb)\nsubmit(ans)",
+            "reflection",
+        ),
         # ask_all: three solvers at once, then a majority vote
-        ("xs = ask_all([Agent('a'), Agent('b'), Agent('c')], QUESTION)\n"
-         "submit(majority_vote(xs)[0])", "ensemble"),
+        (
+            "xs = ask_all([Agent('a'), Agent('b'), Agent('c')], QUESTION)\n"
+            "submit(majority_vote(xs)[0])",
+            "ensemble",
+        ),
         # ask_all in rounds where everyone reads everyone: a debate
-        ("team = [Agent(f'd{i}') for i in range(3)]\nxs = ask_all(team, QUESTION)\n"
-         "for _ in range(2):\n    xs = ask_all(team, 'Others: ' + ' | '.join(xs))\n"
-         "submit(xs[0])", "debate"),
+        (
+            "team = [Agent(f'd{i}') for i in range(3)]\nxs = ask_all(team, QUESTION)\n"
+            "for _ in range(2):\n    xs = ask_all(team, 'Others: ' + ' | '.join(xs))\n"
+            "submit(xs[0])",
+            "debate",
+        ),
     ],
 )
 def test_edge_cases(script: str, expected: str) -> None:

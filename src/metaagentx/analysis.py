@@ -33,8 +33,14 @@ from typing import Any
 from metaagentx.mas.structure import STRUCTURES, classify_structure
 
 PAPER_BENCHMARKS = ("aime24", "aime25", "olympiadbench", "livecodebench", "apps", "codecontests")
-PAPER_COLUMNS = {"aime24": "AIME24", "aime25": "AIME25", "olympiadbench": "OlympiadBench",
-                 "livecodebench": "LiveCodeBench", "apps": "APPS", "codecontests": "CodeContests"}
+PAPER_COLUMNS = {
+    "aime24": "AIME24",
+    "aime25": "AIME25",
+    "olympiadbench": "OlympiadBench",
+    "livecodebench": "LiveCodeBench",
+    "apps": "APPS",
+    "codecontests": "CodeContests",
+}
 # Quoted from the MetaAgent-X paper (Qwen3-8B, average over its six benchmarks, in %).
 PAPER_REFERENCE: dict[str, dict[str, float]] = {
     "MetaAgent-X, Qwen3-8B (quoted from the paper)": {"avg": 38.33},
@@ -101,7 +107,9 @@ def read_eval(path: str | Path) -> dict[str, list[Item]]:
 
 def read_samples(run_dir: str | Path, last: int = 2) -> list[tuple[int, dict]]:
     """(step, episode) pairs from the newest ``last`` files of ``RUN_DIR/samples/``."""
-    files = sorted((Path(run_dir) / "samples").glob("step_*.jsonl"), key=lambda p: natural_key(p.name))
+    files = sorted(
+        (Path(run_dir) / "samples").glob("step_*.jsonl"), key=lambda p: natural_key(p.name)
+    )
     out: list[tuple[int, dict]] = []
     for path in files[-last:] if last > 0 else files:
         step = int(re.sub(r"\D", "", path.stem) or 0)
@@ -116,19 +124,35 @@ def items_from_episodes(pairs: list[tuple[int, dict]]) -> list[Item]:
         task, design = ep.get("task", {}), ep.get("design", {})
         for k, ex in enumerate(ep.get("executions", [])):
             calls = ex.get("calls", [])
-            items.append({
-                "benchmark": task.get("source") or "train", "task_id": task.get("id", "?"),
-                "sample": k, "mode": "designed", "label": f"step_{step:06d}", "step": step,
-                "structure": design.get("structure", ""), "script": design.get("script", ""),
-                "answer": ex.get("answer"), "reward": float(ex.get("reward", 0.0)),
-                "tokens_in": sum(len(c.get("prompt_ids", [])) for c in calls),
-                "tokens_out": sum(len(c.get("response_ids", [])) for c in calls),
-                "calls": len(calls), "wall_s": ex.get("wall_s", 0.0),
-                "outcome": ex.get("outcome", ""), "failure_reason": ex.get("reason"),
-                "exchanges": [{"agent": c.get("agent", "?"), "role": c.get("role", "executor"),
-                               "messages": c.get("messages", []), "text": c.get("text", "")}
-                              for c in calls],
-            })
+            items.append(
+                {
+                    "benchmark": task.get("source") or "train",
+                    "task_id": task.get("id", "?"),
+                    "sample": k,
+                    "mode": "designed",
+                    "label": f"step_{step:06d}",
+                    "step": step,
+                    "structure": design.get("structure", ""),
+                    "script": design.get("script", ""),
+                    "answer": ex.get("answer"),
+                    "reward": float(ex.get("reward", 0.0)),
+                    "tokens_in": sum(len(c.get("prompt_ids", [])) for c in calls),
+                    "tokens_out": sum(len(c.get("response_ids", [])) for c in calls),
+                    "calls": len(calls),
+                    "wall_s": ex.get("wall_s", 0.0),
+                    "outcome": ex.get("outcome", ""),
+                    "failure_reason": ex.get("reason"),
+                    "exchanges": [
+                        {
+                            "agent": c.get("agent", "?"),
+                            "role": c.get("role", "executor"),
+                            "messages": c.get("messages", []),
+                            "text": c.get("text", ""),
+                        }
+                        for c in calls
+                    ],
+                }
+            )
     return items
 
 
@@ -227,9 +251,13 @@ def attribution(before: list[Item], after: list[Item]) -> Attribution:
         tasks[outcome].append(key)
     counts = {o: len(v) for o, v in tasks.items()}
     gains = counts["design"] + counts["execution"]
-    return Attribution(counts=counts, tasks=tasks, unmatched=len(set(a) ^ set(b)),
-                       design_share=counts["design"] / gains if gains else None,
-                       structure_changes=dict(changes.most_common()))
+    return Attribution(
+        counts=counts,
+        tasks=tasks,
+        unmatched=len(set(a) ^ set(b)),
+        design_share=counts["design"] / gains if gains else None,
+        structure_changes=dict(changes.most_common()),
+    )
 
 
 def _system_prompt(messages: list[dict]) -> str:
@@ -261,9 +289,11 @@ def diversity(items: list[Item]) -> dict[str, Any]:
         prompts |= set(system.values())
         names.update(n.strip().lower() for n in system)
     return {
-        "systems": len(items), "agents": agents,
+        "systems": len(items),
+        "agents": agents,
         "agents_per_system": agents / len(items) if items else 0.0,
-        "distinct_role_names": len(names), "top_role_names": names.most_common(10),
+        "distinct_role_names": len(names),
+        "top_role_names": names.most_common(10),
         "unique_prompt_fraction": unique / agents if agents else 0.0,
         "distinct_system_prompts": len(prompts),
         "calls_per_execution": sum(calls) / len(calls) if calls else 0.0,
@@ -279,10 +309,13 @@ def cost_by_structure(items: list[Item]) -> dict[str, dict[str, float]]:
     for s in [s for s in STRUCTURES if s in groups]:
         g = groups[s]
         tokens = [int(i.get("tokens_in") or 0) + int(i.get("tokens_out") or 0) for i in g]
-        out[s] = {"items": len(g), "tasks": len({_task_key(i) for i in g}),
-                  "accuracy": sum(is_correct(i) for i in g) / len(g),
-                  "tokens_per_task": sum(tokens) / len(g),
-                  "calls_per_task": sum(int(i.get("calls") or 0) for i in g) / len(g)}
+        out[s] = {
+            "items": len(g),
+            "tasks": len({_task_key(i) for i in g}),
+            "accuracy": sum(is_correct(i) for i in g) / len(g),
+            "tokens_per_task": sum(tokens) / len(g),
+            "calls_per_task": sum(int(i.get("calls") or 0) for i in g) / len(g),
+        }
     return out
 
 
@@ -302,8 +335,7 @@ def paper_table(rows: dict[str, dict[str, float]], *, reference: bool = False) -
     extra = sorted({b for r in rows.values() for b in r} - set(PAPER_BENCHMARKS) - {"avg"})
     cols = list(PAPER_BENCHMARKS) + extra
     head = [PAPER_COLUMNS.get(c, c) for c in cols]
-    lines = ["| Method | " + " | ".join(head) + " | Avg. |",
-             "|---|" + "---:|" * (len(cols) + 1)]
+    lines = ["| Method | " + " | ".join(head) + " | Avg. |", "|---|" + "---:|" * (len(cols) + 1)]
     for method, accs in rows.items():
         vals = [accs.get(c) for c in cols]
         filled = [100 * v for v in vals if v is not None]
@@ -314,12 +346,16 @@ def paper_table(rows: dict[str, dict[str, float]], *, reference: bool = False) -
         lines.append(f"| {method} | " + " | ".join(cells) + f" | {avg} |")
     if reference:
         for method, ref in PAPER_REFERENCE.items():
-            lines.append(f"| {method} | " + " | ".join("–" for _ in cols) + f" | {ref['avg']:.2f} |")
+            lines.append(
+                f"| {method} | " + " | ".join("–" for _ in cols) + f" | {ref['avg']:.2f} |"
+            )
     lines.append("")
     lines.append("Pass@1 in %, averaged over samples. * Avg. over the filled columns only.")
     if reference:
-        lines.append("Quoted rows give only the paper's reported average; see the paper for its "
-                     "per-benchmark numbers.")
+        lines.append(
+            "Quoted rows give only the paper's reported average; see the paper for its "
+            "per-benchmark numbers."
+        )
     return "\n".join(lines) + "\n"
 
 

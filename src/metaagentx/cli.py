@@ -14,7 +14,10 @@ import sys
 
 # command name -> module under metaagentx.commands defining add_arguments(parser) and run(args)
 COMMANDS: dict[str, str] = {
-    "eval": "eval", "sft-data": "sft_data", "sft": "sft", "demo": "demo",
+    "eval": "eval",
+    "sft-data": "sft_data",
+    "sft": "sft",
+    "demo": "demo",
     "train": "train",
     "report": "report",
     "solve": "solve",
@@ -31,8 +34,12 @@ def build_parser() -> argparse.ArgumentParser:
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(f"metaagentx.commands.{module_name}")
         doc = (module.__doc__ or "").strip().splitlines()
-        p = sub.add_parser(name, help=doc[0] if doc else "", description=module.__doc__,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p = sub.add_parser(
+            name,
+            help=doc[0] if doc else "",
+            description=module.__doc__,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         module.add_arguments(p)
         p.set_defaults(_module=module)
     return parser

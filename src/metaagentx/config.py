@@ -30,7 +30,9 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class ModelConfig:
     name: str = "smollm2-135m"  # "smollm2-135m" (embedded), a Hugging Face id, or a local folder
-    dtype: str = "float32"  # float32 | bfloat16 | float16: weights' dtype for generation and training
+    dtype: str = (
+        "float32"  # float32 | bfloat16 | float16: weights' dtype for generation and training
+    )
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     designer_name: str = ""  # separate policy mode: the designer's model ("" = same as name)
     gradient_checkpointing: bool = False  # recompute activations in backward to save memory
@@ -85,7 +87,9 @@ class RLConfig:
     schedule: Literal["stagewise", "coupled", "designer_only", "executor_only"] = "stagewise"
     k: int = 30  # stagewise: steps per phase
     first_phase: Literal["executor", "designer"] = "executor"  # stagewise: role trained first
-    executor_group: Literal["task", "design"] = "task"  # executor advantage group (design = ablation)
+    executor_group: Literal["task", "design"] = (
+        "task"  # executor advantage group (design = ablation)
+    )
     policy: Literal["shared", "separate"] = "shared"  # one model for both roles, or one per role
     lr: float = 1e-6  # AdamW peak learning rate
     weight_decay: float = 0.0  # AdamW weight decay

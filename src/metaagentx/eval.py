@@ -89,12 +89,13 @@ async def _score(task: Task, answer: str, cfg: Config) -> dict[str, Any]:
     """{reward, pass_fraction, reason} of ``answer`` for ``task`` (off the event loop)."""
     from metaagentx import tasks as task_rewards
 
-    return await task_rewards.reward_details_async(task, answer,
-                                                   timeout_s=cfg.data.code_timeout_s)
+    return await task_rewards.reward_details_async(task, answer, timeout_s=cfg.data.code_timeout_s)
 
 
 def _exchanges(calls: list[Call]) -> list[dict[str, Any]]:
-    return [{"agent": c.agent, "role": c.role, "messages": c.messages, "text": c.text} for c in calls]
+    return [
+        {"agent": c.agent, "role": c.role, "messages": c.messages, "text": c.text} for c in calls
+    ]
 
 
 def item_seed(run_seed: int, benchmark: str, task_id: str, sample: int) -> int:
@@ -121,8 +122,16 @@ async def _design(
 
 
 async def run_item(
-    task: Task, benchmark: str, sample: int, mode: EvalMode, gen: Generator, cfg: Config,
-    *, label: str, temperature: float, designer: Generator | None = None,
+    task: Task,
+    benchmark: str,
+    sample: int,
+    mode: EvalMode,
+    gen: Generator,
+    cfg: Config,
+    *,
+    label: str,
+    temperature: float,
+    designer: Generator | None = None,
 ) -> dict[str, Any]:
     """Run one task once (design if asked, then execute), score it, return its JSON row.
     ``designer`` designs (default ``gen``); ``gen`` plays every agent."""
@@ -185,8 +194,12 @@ class _Progress:
                 TimeElapsedColumn,
             )
 
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(),
-                                MofNCompleteColumn(), TimeElapsedColumn())
+            self.bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+            )
             self.task = self.bar.add_task(self._desc(), total=total, completed=done)
             self.bar.start()
 
@@ -206,9 +219,18 @@ class _Progress:
 
 
 async def evaluate(
-    tasks: dict[str, list[Task]], gen: Generator, cfg: Config, *, mode: str, items_path: Path,
-    label: str, samples: int = 1, temperature: float | None = None, progress: bool = True,
-    on_item: Callable[[dict[str, Any]], None] | None = None, designer: Generator | None = None,
+    tasks: dict[str, list[Task]],
+    gen: Generator,
+    cfg: Config,
+    *,
+    mode: str,
+    items_path: Path,
+    label: str,
+    samples: int = 1,
+    temperature: float | None = None,
+    progress: bool = True,
+    on_item: Callable[[dict[str, Any]], None] | None = None,
+    designer: Generator | None = None,
 ) -> list[dict[str, Any]]:
     """Evaluate every (benchmark, task, sample) not yet in ``items_path``; return all rows.
 
@@ -220,23 +242,40 @@ async def evaluate(
     rows = read_items(items_path, repair=True)
     for r in rows:
         if r.get("mode") != m.name or r.get("label") != label:
-            raise EvalError(f"{items_path} holds items of mode={r.get('mode')!r} "
-                            f"label={r.get('label')!r}; this run is mode={m.name!r} "
-                            f"label={label!r}: choose another --label or --out")
+            raise EvalError(
+                f"{items_path} holds items of mode={r.get('mode')!r} "
+                f"label={r.get('label')!r}; this run is mode={m.name!r} "
+                f"label={label!r}: choose another --label or --out"
+            )
     done = {item_key(r) for r in rows}
-    todo = [(b, t, s) for b, ts in tasks.items() for t in ts for s in range(samples)
-            if (b, t.id, s) not in done]
+    todo = [
+        (b, t, s)
+        for b, ts in tasks.items()
+        for t in ts
+        for s in range(samples)
+        if (b, t.id, s) not in done
+    ]
     temp = cfg.generation.temperature if temperature is None else temperature
-    bar = _Progress(len(todo) + len(done), len(done), sum(r["reward"] for r in rows), label,
-                    progress)
+    bar = _Progress(
+        len(todo) + len(done), len(done), sum(r["reward"] for r in rows), label, progress
+    )
     sem = asyncio.Semaphore(max(1, cfg.mas.concurrency))
     new: list[dict[str, Any]] = []
     with items_path.open("a") as f:
 
         async def one(bench: str, task: Task, sample: int) -> None:
             async with sem:
-                row = await run_item(task, bench, sample, m, gen, cfg, label=label,
-                                     temperature=temp, designer=designer)
+                row = await run_item(
+                    task,
+                    bench,
+                    sample,
+                    m,
+                    gen,
+                    cfg,
+                    label=label,
+                    temperature=temp,
+                    designer=designer,
+                )
             f.write(json.dumps(row) + "\n")
             f.flush()
             new.append(row)
@@ -273,9 +312,18 @@ def eval_dir(out_dir: str | Path, label: str) -> Path:
 
 
 def run_eval(
-    cfg: Config, gen: Generator, *, benchmarks: list[str], mode: str, out_dir: str | Path,
-    label: str, samples: int = 1, limit: int = 0, temperature: float | None = None,
-    progress: bool = True, designer: Generator | None = None,
+    cfg: Config,
+    gen: Generator,
+    *,
+    benchmarks: list[str],
+    mode: str,
+    out_dir: str | Path,
+    label: str,
+    samples: int = 1,
+    limit: int = 0,
+    temperature: float | None = None,
+    progress: bool = True,
+    designer: Generator | None = None,
 ) -> list[dict[str, Any]]:
     """Load the benchmarks, evaluate (resuming), write ``items.jsonl`` and ``table.md`` under
     ``<out_dir>/eval/<label>/``; return all rows."""
@@ -283,8 +331,19 @@ def run_eval(
 
     tasks = load_benchmarks(benchmarks, limit=limit, seed=cfg.data.seed)
     folder = eval_dir(out_dir, label)
-    rows = asyncio.run(evaluate(tasks, gen, cfg, mode=mode, items_path=folder / "items.jsonl",
-                                label=label, samples=samples, temperature=temperature,
-                                progress=progress, designer=designer))
+    rows = asyncio.run(
+        evaluate(
+            tasks,
+            gen,
+            cfg,
+            mode=mode,
+            items_path=folder / "items.jsonl",
+            label=label,
+            samples=samples,
+            temperature=temperature,
+            progress=progress,
+            designer=designer,
+        )
+    )
     (folder / "table.md").write_text(render_report({label: rows}))
     return rows

@@ -47,8 +47,10 @@ def held_out_tasks(cfg: Config) -> list[Task]:
             out.append(t)
             prompts.add(t.prompt)
     if not out:
-        raise ValueError(f"data.eval={cfg.data.eval!r}: every task is also a training task; "
-                         "choose a larger generated set or another eval spec")
+        raise ValueError(
+            f"data.eval={cfg.data.eval!r}: every task is also a training task; "
+            "choose a larger generated set or another eval spec"
+        )
     return out[:want]
 
 
@@ -59,20 +61,35 @@ def _hf_generator(cfg: Config, model: Any, tokenizer: Any) -> Any:
     return load_generator(cfg, model=(model, tokenizer))
 
 
-def evaluate_policy(cfg: Config, gen: Any, tasks: list[Task], label: str, *,
-                    temperature: float, progress: bool) -> dict[str, Any]:
+def evaluate_policy(
+    cfg: Config, gen: Any, tasks: list[Task], label: str, *, temperature: float, progress: bool
+) -> dict[str, Any]:
     """Designed-mode eval of one policy on ``tasks`` -> accuracy, validity, wall time."""
     from metaagentx.eval import accuracy, eval_dir, evaluate, validity_rate
     from metaagentx.eval_tables import render_report
 
     t0 = time.perf_counter()
     folder = eval_dir(cfg.run.out_dir, label)
-    rows = asyncio.run(evaluate({cfg.data.eval: tasks}, gen, cfg, mode="designed",
-                                items_path=folder / "items.jsonl", label=label,
-                                temperature=temperature, progress=progress))
+    rows = asyncio.run(
+        evaluate(
+            {cfg.data.eval: tasks},
+            gen,
+            cfg,
+            mode="designed",
+            items_path=folder / "items.jsonl",
+            label=label,
+            temperature=temperature,
+            progress=progress,
+        )
+    )
     (folder / "table.md").write_text(render_report({label: rows}))
-    return {"label": label, "accuracy": accuracy(rows), "validity": validity_rate(rows),
-            "items": len(rows), "wall_s": round(time.perf_counter() - t0, 1)}
+    return {
+        "label": label,
+        "accuracy": accuracy(rows),
+        "validity": validity_rate(rows),
+        "items": len(rows),
+        "wall_s": round(time.perf_counter() - t0, 1),
+    }
 
 
 def _stage(name: str, results: dict[str, Any], t0: float) -> None:
@@ -85,9 +102,11 @@ def _rl_model(cfg: Config, rl_out: Path) -> tuple[Any, Any]:
     from metaagentx.backends.models import load_model_and_tokenizer
     from metaagentx.rl.checkpoint import latest_checkpoint, load_checkpoint
 
-    model, tokenizer = load_model_and_tokenizer(cfg.model.name, dtype=cfg.model.dtype,
-                                                device="cpu" if cfg.model.device == "auto"
-                                                else cfg.model.device)
+    model, tokenizer = load_model_and_tokenizer(
+        cfg.model.name,
+        dtype=cfg.model.dtype,
+        device="cpu" if cfg.model.device == "auto" else cfg.model.device,
+    )
     last = latest_checkpoint(rl_out)
     if last is None:
         raise FileNotFoundError(f"RL wrote no checkpoint under {rl_out / 'checkpoints'}")
@@ -102,19 +121,27 @@ def demonstrations(cfg: Config, gen: Any, out_dir: Path, *, progress: bool) -> d
     from metaagentx.tasks.datasets import load_tasks
 
     train_tasks = load_tasks(cfg.data.train, limit=cfg.sft.tasks, seed=cfg.data.seed)
-    designer, executor, stats = asyncio.run(generate_demonstrations(
-        train_tasks, gen, cfg, teacher="", executions=1, progress=progress))
+    designer, executor, stats = asyncio.run(
+        generate_demonstrations(train_tasks, gen, cfg, teacher="", executions=1, progress=progress)
+    )
     info = write_demonstrations(out_dir, designer, executor, stats)
     print(format_stats(info))
     if not designer:
-        raise RuntimeError(f"no designer demonstration for {len(train_tasks)} training tasks "
-                           f"(rejections: {info['rejections']}); raise "
-                           "generation.designer_max_tokens or sft.tasks")
+        raise RuntimeError(
+            f"no designer demonstration for {len(train_tasks)} training tasks "
+            f"(rejections: {info['rejections']}); raise "
+            "generation.designer_max_tokens or sft.tasks"
+        )
     return info
 
 
-def run_demo(cfg: Config, *, progress: bool = True, eval_temperature: float = 0.0,
-             generator_factory: Callable[[Any, Any], Any] | None = None) -> dict[str, Any]:
+def run_demo(
+    cfg: Config,
+    *,
+    progress: bool = True,
+    eval_temperature: float = 0.0,
+    generator_factory: Callable[[Any, Any], Any] | None = None,
+) -> dict[str, Any]:
     """Run every stage (see the module docstring); return and save the summary.
 
     ``generator_factory(model, tokenizer)`` replaces the configured backend (tests pass a
@@ -130,8 +157,9 @@ def run_demo(cfg: Config, *, progress: bool = True, eval_temperature: float = 0.
     results: dict[str, Any] = {"model": cfg.model.name}
     t_all = time.perf_counter()
     heldout = held_out_tasks(cfg)
-    model, tok = load_model_and_tokenizer(cfg.model.name, dtype=cfg.model.dtype,
-                                          device=pick_device(cfg.model.device))
+    model, tok = load_model_and_tokenizer(
+        cfg.model.name, dtype=cfg.model.dtype, device=pick_device(cfg.model.device)
+    )
     make_gen = generator_factory or (lambda m, t: _hf_generator(cfg, m, t))
     gen = make_gen(model, tok)
     kw = {"temperature": eval_temperature, "progress": progress}
@@ -145,8 +173,9 @@ def run_demo(cfg: Config, *, progress: bool = True, eval_temperature: float = 0.
     _stage("demonstrations", results, t0)
 
     t0 = time.perf_counter()
-    results["sft"] = train_sft(cfg, out / "sft-data", out / "sft", model=model, tokenizer=tok,
-                               progress=progress)
+    results["sft"] = train_sft(
+        cfg, out / "sft-data", out / "sft", model=model, tokenizer=tok, progress=progress
+    )
     _stage("sft", results, t0)
 
     t0 = time.perf_counter()
@@ -155,8 +184,11 @@ def run_demo(cfg: Config, *, progress: bool = True, eval_temperature: float = 0.
     del gen, model
 
     t0 = time.perf_counter()
-    rl_cfg = replace(cfg, model=replace(cfg.model, name=str(out / "sft" / MODEL_DIR)),
-                     run=replace(cfg.run, out_dir=str(out / "rl")))
+    rl_cfg = replace(
+        cfg,
+        model=replace(cfg.model, name=str(out / "sft" / MODEL_DIR)),
+        run=replace(cfg.run, out_dir=str(out / "rl")),
+    )
     train(rl_cfg, generator=None if generator_factory is None else generator_factory(None, tok))
     _stage("rl", results, t0)
 
@@ -172,13 +204,16 @@ def run_demo(cfg: Config, *, progress: bool = True, eval_temperature: float = 0.
 
 def summary_markdown(results: dict[str, Any]) -> str:
     """The demo's result table: accuracy and script validity of each policy, and timings."""
-    lines = ["| Policy | Held-out accuracy % | Script validity % | Eval items |",
-             "|---|---|---|---|"]
+    lines = [
+        "| Policy | Held-out accuracy % | Script validity % | Eval items |",
+        "|---|---|---|---|",
+    ]
     for key, name in (("start", "start"), ("sft_eval", "after SFT"), ("rl_eval", "after RL")):
         r = results.get(key)
         if r:
-            lines.append(f"| {name} | {100 * r['accuracy']:.1f} | {100 * r['validity']:.1f} "
-                         f"| {r['items']} |")
+            lines.append(
+                f"| {name} | {100 * r['accuracy']:.1f} | {100 * r['validity']:.1f} | {r['items']} |"
+            )
     stages = ", ".join(f"{k} {v:.0f}s" for k, v in results.get("stages_s", {}).items())
     lines += ["", f"Stages: {stages}. Total wall time: {results.get('wall_s', 0):.0f}s."]
     return "\n".join(lines) + "\n"

@@ -14,11 +14,22 @@ from typing import Any
 from metaagentx.analysis import OUTCOMES, STRUCTURES, phase_spans
 
 PHASE_COLORS = {"executor": "#cfe3f7", "designer": "#fbe0c4", "both": "#dcdcdc"}
-STRUCT_COLORS = {"single": "#4c72b0", "reflection": "#dd8452", "ensemble": "#55a868",
-                 "debate": "#c44e52", "solver_tester": "#8172b3", "router": "#937860",
-                 "other": "#999999"}
-OUTCOME_COLORS = {"execution": "#4c72b0", "design": "#55a868", "newly_failed": "#c44e52",
-                  "both_solved": "#b0c4de", "both_failed": "#d9d9d9"}
+STRUCT_COLORS = {
+    "single": "#4c72b0",
+    "reflection": "#dd8452",
+    "ensemble": "#55a868",
+    "debate": "#c44e52",
+    "solver_tester": "#8172b3",
+    "router": "#937860",
+    "other": "#999999",
+}
+OUTCOME_COLORS = {
+    "execution": "#4c72b0",
+    "design": "#55a868",
+    "newly_failed": "#c44e52",
+    "both_solved": "#b0c4de",
+    "both_failed": "#d9d9d9",
+}
 
 
 def _plt():
@@ -38,8 +49,9 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
-def training_curves(metrics: list[dict], path: Path, *, other: list[dict] | None = None,
-                    other_name: str = "") -> Path | None:
+def training_curves(
+    metrics: list[dict], path: Path, *, other: list[dict] | None = None, other_name: str = ""
+) -> Path | None:
     """Reward, accuracy and design reward per step, the phases shaded (the staircase figure);
     ``other`` (a compared run's metrics) adds its reward curve in grey."""
     if not metrics:
@@ -48,8 +60,14 @@ def training_curves(metrics: list[dict], path: Path, *, other: list[dict] | None
     fig, ax = plt.subplots(figsize=(8, 3.6))
     seen: set[str] = set()
     for phase, first, last in phase_spans(metrics):
-        ax.axvspan(first - 0.5, last + 0.5, color=PHASE_COLORS.get(phase, "#eeeeee"),
-                   alpha=0.8, lw=0, label=None if phase in seen else f"{phase} phase")
+        ax.axvspan(
+            first - 0.5,
+            last + 0.5,
+            color=PHASE_COLORS.get(phase, "#eeeeee"),
+            alpha=0.8,
+            lw=0,
+            label=None if phase in seen else f"{phase} phase",
+        )
         seen.add(phase)
     steps = [m["step"] for m in metrics]
     for key, style in (("reward_mean", "-o"), ("accuracy", "-s"), ("design_reward_mean", "--")):
@@ -79,8 +97,9 @@ def structure_over_training(metrics: list[dict], path: Path) -> Path | None:
     steps = [s for s, _ in rows]
     shares = [[c.get(n, 0) / sum(c.values()) for _, c in rows] for n in names]
     fig, ax = plt.subplots(figsize=(8, 3.2))
-    ax.stackplot(steps, shares, labels=names,
-                 colors=[STRUCT_COLORS.get(n, "#bbbbbb") for n in names])
+    ax.stackplot(
+        steps, shares, labels=names, colors=[STRUCT_COLORS.get(n, "#bbbbbb") for n in names]
+    )
     ax.set_xlabel("training step")
     ax.set_ylabel("share of designs")
     ax.set_ylim(0, 1)
@@ -91,8 +110,12 @@ def structure_over_training(metrics: list[dict], path: Path) -> Path | None:
 
 def structure_mix(dists: dict[str, dict[str, dict[str, int]]], path: Path) -> Path | None:
     """Horizontal stacked bars: one bar per (evaluation label, benchmark), share per structure."""
-    bars = [(f"{bench} · {label}", counts) for label, dist in dists.items()
-            for bench, counts in dist.items() if sum(counts.values())]
+    bars = [
+        (f"{bench} · {label}", counts)
+        for label, dist in dists.items()
+        for bench, counts in dist.items()
+        if sum(counts.values())
+    ]
     if not bars:
         return None
     plt = _plt()
@@ -118,8 +141,9 @@ def attribution_bars(counts: dict[str, int], title: str, path: Path) -> Path | N
         return None
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 2.8))
-    ax.bar(OUTCOMES, [counts.get(o, 0) for o in OUTCOMES],
-           color=[OUTCOME_COLORS[o] for o in OUTCOMES])
+    ax.bar(
+        OUTCOMES, [counts.get(o, 0) for o in OUTCOMES], color=[OUTCOME_COLORS[o] for o in OUTCOMES]
+    )
     for i, o in enumerate(OUTCOMES):
         ax.text(i, counts.get(o, 0), str(counts.get(o, 0)), ha="center", va="bottom", fontsize=9)
     ax.set_ylabel("tasks")
@@ -139,14 +163,29 @@ def cost_accuracy(costs: dict[str, dict[str, dict[str, Any]]], path: Path) -> Pa
     labels = list(costs)
     for k, (label, s, c) in enumerate(pts):
         x, y = max(c["tokens_per_task"], 1), 100 * c["accuracy"]
-        ax.scatter(x, y, s=30 + 12 * c["items"] ** 0.5, color=STRUCT_COLORS.get(s, "#999"),
-                   marker=markers[labels.index(label) % len(markers)], edgecolor="k", lw=0.5)
+        ax.scatter(
+            x,
+            y,
+            s=30 + 12 * c["items"] ** 0.5,
+            color=STRUCT_COLORS.get(s, "#999"),
+            marker=markers[labels.index(label) % len(markers)],
+            edgecolor="k",
+            lw=0.5,
+        )
         ax.annotate(s, (x, y), fontsize=7, xytext=(5, 4 - 9 * (k % 2)), textcoords="offset points")
     for i, label in enumerate(labels):
-        ax.scatter([], [], marker=markers[i % len(markers)], color="#bbb", edgecolor="k", lw=0.5,
-                   label=label)
-    ax.legend(fontsize=7, title="evaluation", title_fontsize=7, loc="center left",
-              bbox_to_anchor=(1, 0.5))
+        ax.scatter(
+            [],
+            [],
+            marker=markers[i % len(markers)],
+            color="#bbb",
+            edgecolor="k",
+            lw=0.5,
+            label=label,
+        )
+    ax.legend(
+        fontsize=7, title="evaluation", title_fontsize=7, loc="center left", bbox_to_anchor=(1, 0.5)
+    )
     ax.set_xscale("log")
     from matplotlib.ticker import FuncFormatter
 

@@ -21,15 +21,26 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
-SHAPES = [("([", "])", "stadium"), ("((", "))", "circle"), ("[[", "]]", "subroutine"),
-          ("{{", "}}", "hexagon"), ("[/", "/]", "parallelogram"), ("[\\", "\\]", "parallelogram"),
-          ("[(", ")]", "stadium"), ("[", "]", "rect"), ("(", ")", "round"), ("{", "}", "rhombus"),
-          (">", "]", "flag")]
+SHAPES = [
+    ("([", "])", "stadium"),
+    ("((", "))", "circle"),
+    ("[[", "]]", "subroutine"),
+    ("{{", "}}", "hexagon"),
+    ("[/", "/]", "parallelogram"),
+    ("[\\", "\\]", "parallelogram"),
+    ("[(", ")]", "stadium"),
+    ("[", "]", "rect"),
+    ("(", ")", "round"),
+    ("{", "}", "rhombus"),
+    (">", "]", "flag"),
+]
 _ID = re.compile(r"\s*([A-Za-z0-9_][\w.\-]*)")
 _ARROW = re.compile(r"\s*(<?-->|<?--[ox]|---|<?-\.+->|-\.+-|<?==+>|===+)\s*(?:\|([^|]*)\|)?")
 _TEXT_ARROW = re.compile(r"\s*(--|-\.|==)\s+([^|>]+?)\s+(-->|\.->|==>|---)")
-_SKIP = re.compile(r"^(%%|classDef\b|class\b|style\b|linkStyle\b|click\b|subgraph\b|end\b|"
-                   r"direction\b)")
+_SKIP = re.compile(
+    r"^(%%|classDef\b|class\b|style\b|linkStyle\b|click\b|subgraph\b|end\b|"
+    r"direction\b)"
+)
 CHAR_W, NODE_H, GAP_X, GAP_Y, PAD, MARGIN = 7.4, 36, 28, 70, 16, 44
 
 
@@ -61,7 +72,7 @@ def _node(stmt: str, pos: int, g: Graph, lineno: int) -> tuple[list[str], int]:
                 end = stmt.find(close, pos + len(open_))
                 if end < 0:
                     raise ValueError(f"mermaid line {lineno}: unclosed {open_!r} in {stmt!r}")
-                label = _unescape(stmt[pos + len(open_):end])
+                label = _unescape(stmt[pos + len(open_) : end])
                 g.nodes[nid] = (label, shape)
                 pos = end + len(close)
                 break
@@ -191,9 +202,11 @@ def _shape_svg(shape: str, x: float, y: float, w: float, h: float) -> str:
     if shape == "circle":
         return f'<ellipse class="node" cx="{cx}" cy="{cy}" rx="{w / 2}" ry="{h / 2 + 4}"/>'
     radius = {"stadium": h / 2, "round": 10}.get(shape, 3)
-    return (f'<rect class="node" x="{x}" y="{y}" width="{w}" height="{h}" rx="{radius}"/>'
-            + (f'<rect class="node" x="{x + 5}" y="{y}" width="{w - 10}" height="{h}"/>'
-               if shape == "subroutine" else ""))
+    return f'<rect class="node" x="{x}" y="{y}" width="{w}" height="{h}" rx="{radius}"/>' + (
+        f'<rect class="node" x="{x + 5}" y="{y}" width="{w - 10}" height="{h}"/>'
+        if shape == "subroutine"
+        else ""
+    )
 
 
 def mermaid_to_svg(text: str) -> str:
@@ -222,18 +235,24 @@ def mermaid_to_svg(text: str) -> str:
     W = max((b[0] + b[2] for b in box.values()), default=0) + PAD + MARGIN
     H = max((b[1] + b[3] for b in box.values()), default=0) + PAD + 10
     if g.direction in ("BT", "RL"):
-        box = {n: ((W - x - w, y, w, h) if horizontal else (x, H - y - h, w, h))
-               for n, (x, y, w, h) in box.items()}
+        box = {
+            n: ((W - x - w, y, w, h) if horizontal else (x, H - y - h, w, h))
+            for n, (x, y, w, h) in box.items()
+        }
     parts = [_edge_svg(box, e, horizontal, W / 2) for e in g.edges]
     for n, (label, shape) in g.nodes.items():
         x, y, w, h = box[n]
-        parts.append(f'<g class="n" data-id="{html.escape(n)}">{_shape_svg(shape, x, y, w, h)}'
-                     f'<text x="{x + w / 2}" y="{y + h / 2 + 4.5}">{html.escape(label)}</text></g>')
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="mermaid-svg" width="{W:.0f}" '
-            f'height="{H:.0f}" viewBox="0 0 {W:.0f} {H:.0f}" role="img">'
-            '<defs><marker id="arr" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
-            'markerHeight="7" orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" '
-            'fill="#555"/></marker></defs>' + "".join(parts) + "</svg>")
+        parts.append(
+            f'<g class="n" data-id="{html.escape(n)}">{_shape_svg(shape, x, y, w, h)}'
+            f'<text x="{x + w / 2}" y="{y + h / 2 + 4.5}">{html.escape(label)}</text></g>'
+        )
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="mermaid-svg" width="{W:.0f}" '
+        f'height="{H:.0f}" viewBox="0 0 {W:.0f} {H:.0f}" role="img">'
+        '<defs><marker id="arr" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
+        'markerHeight="7" orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" '
+        'fill="#555"/></marker></defs>' + "".join(parts) + "</svg>"
+    )
 
 
 def _edge_svg(box: dict, edge: tuple[str, str, str, bool], horizontal: bool, mid: float) -> str:
@@ -270,6 +289,8 @@ def _edge_svg(box: dict, edge: tuple[str, str, str, bool], horizontal: bool, mid
     out = f'<path class="edge" d="{path}"{dash} marker-end="url(#arr)"/>'
     if label:
         w = CHAR_W * 0.9 * len(label) + 8
-        out += (f'<rect class="elabel" x="{lx - w / 2}" y="{ly - 9}" width="{w}" height="16"/>'
-                f'<text class="elabel" x="{lx}" y="{ly + 3.5}">{html.escape(label)}</text>')
+        out += (
+            f'<rect class="elabel" x="{lx - w / 2}" y="{ly - 9}" width="{w}" height="16"/>'
+            f'<text class="elabel" x="{lx}" y="{ly + 3.5}">{html.escape(label)}</text>'
+        )
     return out

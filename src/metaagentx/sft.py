@@ -42,8 +42,9 @@ def end_of_turn_id(tokenizer: Any) -> int:
     return int(tokenizer.eos_token_id)
 
 
-def tokenize_example(tokenizer: Any, messages: list[dict[str, str]], *, ended: bool = True
-                     ) -> tuple[list[int], list[int]]:
+def tokenize_example(
+    tokenizer: Any, messages: list[dict[str, str]], *, ended: bool = True
+) -> tuple[list[int], list[int]]:
     """(input_ids, loss_mask): mask is 1 exactly on the assistant response tokens (its text
     and, when the reply ``ended``, the end-of-turn token), 0 on every prompt token."""
     if not messages or messages[-1].get("role") != "assistant":
@@ -77,8 +78,10 @@ def load_examples(data_dir: str | Path) -> list[dict[str, Any]]:
                 raise ValueError(f"{path}:{i}: field 'messages' missing or not a list")
             out.append({**ex, "role": role})
     if not found:
-        raise FileNotFoundError(f"{folder}: neither designer.jsonl nor executor.jsonl found "
-                                "(write them with: metaagentx sft-data)")
+        raise FileNotFoundError(
+            f"{folder}: neither designer.jsonl nor executor.jsonl found "
+            "(write them with: metaagentx sft-data)"
+        )
     return out
 
 
@@ -88,13 +91,21 @@ def build_rows(tokenizer: Any, examples: list[dict[str, Any]], *, max_tokens: in
 
     rows = []
     for ex in examples:
-        ids, mask = tokenize_example(tokenizer, ex["messages"],
-                                     ended=ex.get("finish", "stop") != "length")
+        ids, mask = tokenize_example(
+            tokenizer, ex["messages"], ended=ex.get("finish", "stop") != "length"
+        )
         if len(ids) > max_tokens:
             continue
-        rows.append(Row(input_ids=ids, loss_mask=mask, advantages=[1.0] * len(ids),
-                        old_logprobs=[0.0] * len(ids), role=ex["role"],
-                        meta={"task_id": ex.get("provenance", {}).get("task_id")}))
+        rows.append(
+            Row(
+                input_ids=ids,
+                loss_mask=mask,
+                advantages=[1.0] * len(ids),
+                old_logprobs=[0.0] * len(ids),
+                role=ex["role"],
+                meta={"task_id": ex.get("provenance", {}).get("task_id")},
+            )
+        )
     return rows
 
 
@@ -188,8 +199,14 @@ def _progress(total: int, done: int, enabled: bool) -> Any:
 
 
 def train_sft(
-    cfg: Config, data_dir: str | Path, out_dir: str | Path, *, model: Any = None,
-    tokenizer: Any = None, resume: bool = False, progress: bool = True,
+    cfg: Config,
+    data_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    model: Any = None,
+    tokenizer: Any = None,
+    resume: bool = False,
+    progress: bool = True,
 ) -> dict[str, Any]:
     """Fine-tune on the demonstrations in ``data_dir``; write checkpoints, metrics.jsonl and
     ``<out_dir>/model``. ``model``/``tokenizer`` reuse a loaded policy (else cfg.model.name
@@ -204,20 +221,23 @@ def train_sft(
     set_seed(cfg.run.seed)
     save_config(sft_config(cfg, out), out / "config.toml")
     if model is None:
-        model, tokenizer = load_model_and_tokenizer(cfg.model.name, dtype=cfg.model.dtype,
-                                                    device=pick_device(cfg.model.device))
+        model, tokenizer = load_model_and_tokenizer(
+            cfg.model.name, dtype=cfg.model.dtype, device=pick_device(cfg.model.device)
+        )
     if cfg.model.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     rows = _rows(cfg, tokenizer, data_dir)
     per_epoch = len(epoch_batches(rows, cfg.sft.batch_tokens, 0, cfg.run.seed))
     total = per_epoch * cfg.sft.epochs
-    optimizer, scheduler = build_optimizer(model, cfg.sft.lr, cfg.rl.weight_decay,
-                                           cfg.rl.warmup_steps, total)
+    optimizer, scheduler = build_optimizer(
+        model, cfg.sft.lr, cfg.rl.weight_decay, cfg.rl.warmup_steps, total
+    )
     step, state = 0, {}
     last = ckpt.latest_checkpoint(out) if resume else None
     if last is not None:
-        step, state = ckpt.load_checkpoint(last, model=model, optimizer=optimizer,
-                                           scheduler=scheduler)
+        step, state = ckpt.load_checkpoint(
+            last, model=model, optimizer=optimizer, scheduler=scheduler
+        )
     writer = MetricsWriter(out, tensorboard=cfg.run.log_tensorboard, wandb=cfg.run.log_wandb)
     writer.truncate_after(step)
     bar = _progress(total, step, progress)
@@ -235,37 +255,48 @@ def train_sft(
             if bar is not None:
                 bar[0].update(bar[1], advance=1, description=f"sft loss {losses[-1]:.3f}")
             if step % max(1, cfg.rl.save_every) == 0 or step == total:
-                ckpt.save_checkpoint(out / "checkpoints" / f"step_{step:06d}", model=model,
-                                     optimizer=optimizer, scheduler=scheduler, step=step,
-                                     state={"losses": losses, "phase": "sft"},
-                                     keep=cfg.rl.keep_checkpoints)
+                ckpt.save_checkpoint(
+                    out / "checkpoints" / f"step_{step:06d}",
+                    model=model,
+                    optimizer=optimizer,
+                    scheduler=scheduler,
+                    step=step,
+                    state={"losses": losses, "phase": "sft"},
+                    keep=cfg.rl.keep_checkpoints,
+                )
     finally:
         if bar is not None:
             bar[0].stop()
         writer.close()
     model.eval()
     folder = save_model_folder(model, tokenizer, out / MODEL_DIR)
-    return {"steps": step, "examples": len(rows), "first_loss": losses[0] if losses else None,
-            "last_loss": losses[-1] if losses else None, "model_dir": str(folder)}
+    return {
+        "steps": step,
+        "examples": len(rows),
+        "first_loss": losses[0] if losses else None,
+        "last_loss": losses[-1] if losses else None,
+        "model_dir": str(folder),
+    }
 
 
 def _rows(cfg: Config, tokenizer: Any, data_dir: str | Path) -> list[Any]:
     max_tokens = cfg.generation.max_prompt_tokens + cfg.generation.designer_max_tokens
     rows = build_rows(tokenizer, load_examples(data_dir), max_tokens=max_tokens)
     if not rows:
-        raise ValueError(f"{data_dir}: no usable SFT examples (all empty or over "
-                         f"{max_tokens} tokens)")
+        raise ValueError(
+            f"{data_dir}: no usable SFT examples (all empty or over {max_tokens} tokens)"
+        )
     return rows
 
 
-def sft_update(model: Any, batch: Any, optimizer: Any, scheduler: Any, cfg: Config
-               ) -> dict[str, Any]:
+def sft_update(
+    model: Any, batch: Any, optimizer: Any, scheduler: Any, cfg: Config
+) -> dict[str, Any]:
     """One optimizer step on one micro-batch; returns its metrics row (without step)."""
     import torch
 
     t0 = time.perf_counter()
-    with torch.autocast(device_type=_device_type(model), dtype=torch.bfloat16,
-                        enabled=cfg.rl.bf16):
+    with torch.autocast(device_type=_device_type(model), dtype=torch.bfloat16, enabled=cfg.rl.bf16):
         loss, ntok = sft_loss(model, batch)
     loss.backward()
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.rl.max_grad_norm)
@@ -273,9 +304,14 @@ def sft_update(model: Any, batch: Any, optimizer: Any, scheduler: Any, cfg: Conf
     optimizer.step()
     scheduler.step()
     optimizer.zero_grad(set_to_none=True)
-    return {"lr": lr, "loss": float(loss.item()), "grad_norm": float(grad_norm),
-            "tokens": ntok, "rows": int(batch.input_ids.shape[0]),
-            "time_update_s": round(time.perf_counter() - t0, 3)}
+    return {
+        "lr": lr,
+        "loss": float(loss.item()),
+        "grad_norm": float(grad_norm),
+        "tokens": ntok,
+        "rows": int(batch.input_ids.shape[0]),
+        "time_update_s": round(time.perf_counter() - t0, 3),
+    }
 
 
 def _device_of(model: Any) -> Any:

@@ -60,14 +60,20 @@ class DemoStats:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "mode": self.mode, "teacher": self.teacher, "tasks": self.tasks,
-            "tasks_with_demo": len(self.tasks_covered), "designs": self.designs,
-            "designs_valid": self.designs_valid, "designer_examples": self.designs_kept,
-            "executions": self.executions, "executions_correct": self.executions_correct,
+            "mode": self.mode,
+            "teacher": self.teacher,
+            "tasks": self.tasks,
+            "tasks_with_demo": len(self.tasks_covered),
+            "designs": self.designs,
+            "designs_valid": self.designs_valid,
+            "designer_examples": self.designs_kept,
+            "executions": self.executions,
+            "executions_correct": self.executions_correct,
             "acceptance_rate": self.executions_correct / max(1, self.executions),
             "executor_examples": self.executor_calls_kept,
             "executor_examples_truncated": self.calls_truncated,
-            "rejections": dict(self.rejections), "structure_mix": dict(self.structure_mix),
+            "rejections": dict(self.rejections),
+            "structure_mix": dict(self.structure_mix),
         }
 
 
@@ -82,8 +88,10 @@ def seeded_messages(task: Task, structure: str) -> list[dict[str, str]]:
     from metaagentx.mas.templates import template_script
 
     messages = [dict(m) for m in designer_messages(task)]
-    hint = (f"\n\nUse the `{structure}` structure; adapt the agents' role prompts to this task. "
-            f"A starting point:\n{fenced(template_script(structure, task))}")
+    hint = (
+        f"\n\nUse the `{structure}` structure; adapt the agents' role prompts to this task. "
+        f"A starting point:\n{fenced(template_script(structure, task))}"
+    )
     messages[-1]["content"] += hint
     return messages
 
@@ -112,19 +120,24 @@ def _executor_examples(calls: list[Call], prov: dict[str, Any], stats: DemoStats
             continue
         stats.calls_truncated += c.finish_reason == "length"
         msgs = [dict(m) for m in c.messages] + [{"role": "assistant", "content": c.text}]
-        out.append({"messages": msgs, "finish": c.finish_reason,
-                    "provenance": {**prov, "agent": c.agent}})
+        out.append(
+            {"messages": msgs, "finish": c.finish_reason, "provenance": {**prov, "agent": c.agent}}
+        )
     stats.executor_calls_kept += len(out)
     return out
 
 
-async def _teacher_script(task: Task, structure: str, gen: Generator, cfg: Config
-                          ) -> tuple[str, str | None]:
+async def _teacher_script(
+    task: Task, structure: str, gen: Generator, cfg: Config
+) -> tuple[str, str | None]:
     """One teacher designer call seeded with ``structure`` -> (script, rejection reason)."""
     from metaagentx.mas.script import check_script, extract_script
 
-    params = SamplingParams(temperature=cfg.generation.temperature, top_p=cfg.generation.top_p,
-                            max_new_tokens=cfg.generation.designer_max_tokens)
+    params = SamplingParams(
+        temperature=cfg.generation.temperature,
+        top_p=cfg.generation.top_p,
+        max_new_tokens=cfg.generation.designer_max_tokens,
+    )
     res = await gen.generate(gen.render(seeded_messages(task, structure)), params)
     script = extract_script(res.text)
     if script is None:
@@ -133,7 +146,12 @@ async def _teacher_script(task: Task, structure: str, gen: Generator, cfg: Confi
 
 
 async def _one_design(
-    task: Task, structure: str, gen: Generator, cfg: Config, stats: DemoStats, teacher: str,
+    task: Task,
+    structure: str,
+    gen: Generator,
+    cfg: Config,
+    stats: DemoStats,
+    teacher: str,
     executions: int,
 ) -> tuple[list[dict], list[dict]]:
     """Design (teacher or template), execute ``executions`` times, keep the correct ones."""
@@ -153,11 +171,17 @@ async def _one_design(
         stats.rejections[rejected] += 1
         return [], []
     stats.designs_valid += 1
-    params = SamplingParams(temperature=cfg.generation.temperature, top_p=cfg.generation.top_p,
-                            max_new_tokens=cfg.generation.executor_max_tokens)
-    runs: list[Execution] = await asyncio.gather(*(
-        runtime.execute(script, task, gen, mas=cfg.mas, sampling=params)
-        for _ in range(executions)))
+    params = SamplingParams(
+        temperature=cfg.generation.temperature,
+        top_p=cfg.generation.top_p,
+        max_new_tokens=cfg.generation.executor_max_tokens,
+    )
+    runs: list[Execution] = await asyncio.gather(
+        *(
+            runtime.execute(script, task, gen, mas=cfg.mas, sampling=params)
+            for _ in range(executions)
+        )
+    )
     prov = {"teacher": teacher or "policy", "structure": structure, "task_id": task.id}
     executor: list[dict] = []
     correct = 0
@@ -166,8 +190,9 @@ async def _one_design(
         ok = ex.outcome == Outcome.SUBMITTED and ex.answer is not None
         reward = 0.0
         if ok:
-            details = await rewards.reward_details_async(task, ex.answer,
-                                                         timeout_s=cfg.data.code_timeout_s)
+            details = await rewards.reward_details_async(
+                task, ex.answer, timeout_s=cfg.data.code_timeout_s
+            )
             reward = float(details["reward"])
         if reward != 1.0:  # an incorrect execution never enters the data
             continue
@@ -185,8 +210,9 @@ async def _one_design(
     return [{"messages": msgs, "provenance": prov}], executor
 
 
-def task_structures(index: int, count: int,
-                    structures: tuple[str, ...] = SEED_STRUCTURES) -> list[str]:
+def task_structures(
+    index: int, count: int, structures: tuple[str, ...] = SEED_STRUCTURES
+) -> list[str]:
     """The ``count`` seed structures tried for task number ``index`` (rotating, so that every
     structure appears across tasks even when ``count`` is smaller than their number)."""
     n = len(structures)
@@ -194,15 +220,22 @@ def task_structures(index: int, count: int,
 
 
 async def generate_demonstrations(
-    tasks: list[Task], gen: Generator, cfg: Config, *, teacher: str = "",
-    samples_per_task: int | None = None, executions: int = 1, progress: bool = True,
+    tasks: list[Task],
+    gen: Generator,
+    cfg: Config,
+    *,
+    teacher: str = "",
+    samples_per_task: int | None = None,
+    executions: int = 1,
+    progress: bool = True,
     structures: tuple[str, ...] = SEED_STRUCTURES,
 ) -> tuple[list[dict], list[dict], DemoStats]:
     """(designer examples, executor examples, stats) for ``tasks``; all designs run
     concurrently (bounded by ``mas.concurrency``) so their calls are batched."""
     k = cfg.sft.samples_per_task if samples_per_task is None else samples_per_task
-    stats = DemoStats(mode="teacher" if teacher else "templates", teacher=teacher or "policy",
-                      tasks=len(tasks))
+    stats = DemoStats(
+        mode="teacher" if teacher else "templates", teacher=teacher or "policy", tasks=len(tasks)
+    )
     sem = asyncio.Semaphore(max(1, cfg.mas.concurrency))
     jobs = [(t, s) for i, t in enumerate(tasks) for s in task_structures(i, k, structures)]
     bar = _bar(len(jobs), progress)
@@ -247,8 +280,9 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
             f.write(json.dumps(r) + "\n")
 
 
-def write_demonstrations(out_dir: str | Path, designer: list[dict], executor: list[dict],
-                         stats: DemoStats) -> dict[str, Any]:
+def write_demonstrations(
+    out_dir: str | Path, designer: list[dict], executor: list[dict], stats: DemoStats
+) -> dict[str, Any]:
     """Write designer.jsonl, executor.jsonl and stats.json into ``out_dir``; return stats."""
     out = Path(out_dir)
     write_jsonl(out / "designer.jsonl", designer)
@@ -261,17 +295,24 @@ def write_demonstrations(out_dir: str | Path, designer: list[dict], executor: li
 def format_stats(info: dict[str, Any]) -> str:
     """A few lines for the terminal: sizes, acceptance rate, structure mix."""
     mix = ", ".join(f"{k} {v}" for k, v in sorted(info["structure_mix"].items())) or "none"
-    return (f"demonstrations ({info['mode']}, teacher={info['teacher']}): "
-            f"{info['designer_examples']} designer, {info['executor_examples']} executor examples\n"
-            f"acceptance: {info['executions_correct']}/{info['executions']} executions correct "
-            f"({100 * info['acceptance_rate']:.1f}%), {info['designs_valid']}/{info['designs']} "
-            f"designs valid, {info['tasks_with_demo']}/{info['tasks']} tasks covered\n"
-            f"structure mix: {mix}")
+    return (
+        f"demonstrations ({info['mode']}, teacher={info['teacher']}): "
+        f"{info['designer_examples']} designer, {info['executor_examples']} executor examples\n"
+        f"acceptance: {info['executions_correct']}/{info['executions']} executions correct "
+        f"({100 * info['acceptance_rate']:.1f}%), {info['designs_valid']}/{info['designs']} "
+        f"designs valid, {info['tasks_with_demo']}/{info['tasks']} tasks covered\n"
+        f"structure mix: {mix}"
+    )
 
 
 def build_demonstrations(
-    cfg: Config, out_dir: str | Path, *, gen: Generator | None = None, teacher: str | None = None,
-    executions: int = 1, progress: bool = True,
+    cfg: Config,
+    out_dir: str | Path,
+    *,
+    gen: Generator | None = None,
+    teacher: str | None = None,
+    executions: int = 1,
+    progress: bool = True,
 ) -> dict[str, Any]:
     """Load the training tasks (``data.train``, ``sft.tasks`` of them), generate, filter and
     write the demonstrations; return the stats. Without ``gen``, the teacher (``teacher`` or
@@ -285,6 +326,9 @@ def build_demonstrations(
         run_cfg = cfg if not teacher else replace(cfg, model=replace(cfg.model, name=teacher))
         gen = load_generator(run_cfg)
     tasks = load_tasks(cfg.data.train, limit=cfg.sft.tasks, seed=cfg.data.seed)
-    designer, executor, stats = asyncio.run(generate_demonstrations(
-        tasks, gen, cfg, teacher=teacher, executions=executions, progress=progress))
+    designer, executor, stats = asyncio.run(
+        generate_demonstrations(
+            tasks, gen, cfg, teacher=teacher, executions=executions, progress=progress
+        )
+    )
     return write_demonstrations(out_dir, designer, executor, stats)

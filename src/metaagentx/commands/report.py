@@ -18,13 +18,22 @@ import argparse
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", help="run folder (metrics.jsonl, eval/, samples/)")
-    parser.add_argument("--compare", default=None,
-                        help="baseline run folder, eval folder or items.jsonl")
-    parser.add_argument("--pair", default=None, metavar="BEFORE,AFTER",
-                        help="evaluation labels to attribute between")
+    parser.add_argument(
+        "--compare", default=None, help="baseline run folder, eval folder or items.jsonl"
+    )
+    parser.add_argument(
+        "--pair",
+        default=None,
+        metavar="BEFORE,AFTER",
+        help="evaluation labels to attribute between",
+    )
     parser.add_argument("--out", default=None, help="output folder (default RUN_DIR/report)")
-    parser.add_argument("--max-systems", type=int, default=12,
-                        help="designed systems to show in the page (default 12)")
+    parser.add_argument(
+        "--max-systems",
+        type=int,
+        default=12,
+        help="designed systems to show in the page (default 12)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,8 +46,9 @@ def run(args: argparse.Namespace) -> int:
         if len(parts) != 2 or not all(parts):
             raise SystemExit(f"--pair wants BEFORE,AFTER (two labels), got {args.pair!r}")
         pair = (parts[0], parts[1])
-    out = build_report(args.run_dir, compare=args.compare, out=args.out,
-                       max_systems=args.max_systems, pair=pair)
+    out = build_report(
+        args.run_dir, compare=args.compare, out=args.out, max_systems=args.max_systems, pair=pair
+    )
     print(f"report: {out / 'report.html'}")
     print(f"summary: {out / 'summary.md'}")
     return 0

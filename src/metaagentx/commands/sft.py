@@ -30,7 +30,9 @@ def run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, args.overrides)
     out = Path(args.out or Path(cfg.run.out_dir) / "sft")
     info = train_sft(cfg, args.data, out, resume=args.resume, progress=not args.no_progress)
-    print(f"sft: {info['steps']} steps on {info['examples']} examples, loss "
-          f"{info['first_loss']:.3f} -> {info['last_loss']:.3f}")
+    print(
+        f"sft: {info['steps']} steps on {info['examples']} examples, loss "
+        f"{info['first_loss']:.3f} -> {info['last_loss']:.3f}"
+    )
     print(f"model: {info['model_dir']}  (train from it with --model.name={info['model_dir']})")
     return 0

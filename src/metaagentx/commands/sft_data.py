@@ -14,11 +14,18 @@ import argparse
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=None, help="TOML config (defaults when omitted)")
-    p.add_argument("--teacher", default=None,
-                   help="teacher model served by generation.backend (default sft.teacher; "
-                        "empty = templates + policy)")
-    p.add_argument("--executions", type=int, default=1,
-                   help="executions of each design (each correct one is kept)")
+    p.add_argument(
+        "--teacher",
+        default=None,
+        help="teacher model served by generation.backend (default sft.teacher; "
+        "empty = templates + policy)",
+    )
+    p.add_argument(
+        "--executions",
+        type=int,
+        default=1,
+        help="executions of each design (each correct one is kept)",
+    )
     p.add_argument("--out", default=None, help="output folder (default <run.out_dir>/sft-data)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -32,8 +39,9 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = load_config(args.config, args.overrides)
     out = Path(args.out or Path(cfg.run.out_dir) / "sft-data")
-    info = build_demonstrations(cfg, out, teacher=args.teacher, executions=args.executions,
-                                progress=not args.no_progress)
+    info = build_demonstrations(
+        cfg, out, teacher=args.teacher, executions=args.executions, progress=not args.no_progress
+    )
     print(format_stats(info))
     print(f"written: {out}/designer.jsonl, {out}/executor.jsonl, {out}/stats.json")
     return 0

@@ -24,24 +24,47 @@ STRUCTURES = ("single", "reflection", "ensemble", "debate", "solver_tester", "ro
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("question", help="the problem to solve")
     p.add_argument("--model", default=None, help="model name/path (overrides model.name)")
-    p.add_argument("--structure", choices=STRUCTURES, default=None,
-                   help="run this built-in template instead of a designed MAS")
-    p.add_argument("--kind", choices=("math", "code"), default="math",
-                   help="math: submit a final answer; code: submit a program (default math)")
+    p.add_argument(
+        "--structure",
+        choices=STRUCTURES,
+        default=None,
+        help="run this built-in template instead of a designed MAS",
+    )
+    p.add_argument(
+        "--kind",
+        choices=("math", "code"),
+        default="math",
+        help="math: submit a final answer; code: submit a program (default math)",
+    )
     p.add_argument("--json", action="store_true", help="print machine-readable JSON only")
     p.add_argument("--config", default=None, help="TOML config (defaults when omitted)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
-    p.add_argument("--temperature", type=float, default=0.0,
-                   help="sampling temperature (default 0 = greedy)")
-    p.add_argument("--max-new-tokens", type=int, default=None,
-                   help="tokens per agent call (default min(generation.executor_max_tokens, 128))")
-    p.add_argument("--designer-tokens", type=int, default=None,
-                   help="tokens of the designer call (default "
-                        "min(generation.designer_max_tokens, 256))")
-    p.add_argument("--max-calls", type=int, default=None,
-                   help="agent calls allowed (default min(mas.max_calls, 5))")
-    p.add_argument("--no-fallback", action="store_true",
-                   help="report a rejected design instead of running the single template")
+    p.add_argument(
+        "--temperature", type=float, default=0.0, help="sampling temperature (default 0 = greedy)"
+    )
+    p.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        help="tokens per agent call (default min(generation.executor_max_tokens, 128))",
+    )
+    p.add_argument(
+        "--designer-tokens",
+        type=int,
+        default=None,
+        help="tokens of the designer call (default min(generation.designer_max_tokens, 256))",
+    )
+    p.add_argument(
+        "--max-calls",
+        type=int,
+        default=None,
+        help="agent calls allowed (default min(mas.max_calls, 5))",
+    )
+    p.add_argument(
+        "--no-fallback",
+        action="store_true",
+        help="report a rejected design instead of running the single template",
+    )
 
 
 def _settings(args: argparse.Namespace, cfg):
@@ -50,13 +73,21 @@ def _settings(args: argparse.Namespace, cfg):
     from metaagentx.backends.base import SamplingParams
 
     g = cfg.generation
-    executor = SamplingParams(temperature=args.temperature, top_p=g.top_p, seed=args.seed,
-                              max_new_tokens=args.max_new_tokens or min(g.executor_max_tokens, 128))
-    designer = replace(executor, max_new_tokens=args.designer_tokens
-                       or min(g.designer_max_tokens, 256))
+    executor = SamplingParams(
+        temperature=args.temperature,
+        top_p=g.top_p,
+        seed=args.seed,
+        max_new_tokens=args.max_new_tokens or min(g.executor_max_tokens, 128),
+    )
+    designer = replace(
+        executor, max_new_tokens=args.designer_tokens or min(g.designer_max_tokens, 256)
+    )
     # generation happens inside the script's wall clock: give a CPU run room
-    mas = replace(cfg.mas, max_calls=args.max_calls or min(cfg.mas.max_calls, 5),
-                  timeout_s=max(cfg.mas.timeout_s, 900.0))
+    mas = replace(
+        cfg.mas,
+        max_calls=args.max_calls or min(cfg.mas.max_calls, 5),
+        timeout_s=max(cfg.mas.timeout_s, 900.0),
+    )
     return executor, designer, mas
 
 
@@ -83,20 +114,38 @@ def _record(question: str, model: str, result: dict) -> dict:
 
     d, ex = result["design"], result["execution"]
     return {
-        "question": question, "model": model,
-        "design": {"source": "template" if d.call is None else "designed",
-                   "structure": d.structure, "rejected": d.rejected, "script": d.script,
-                   "designer_text": d.call.text if d.call else None},
-        "fallback": result["fallback"], "script": result["script"],
+        "question": question,
+        "model": model,
+        "design": {
+            "source": "template" if d.call is None else "designed",
+            "structure": d.structure,
+            "rejected": d.rejected,
+            "script": d.script,
+            "designer_text": d.call.text if d.call else None,
+        },
+        "fallback": result["fallback"],
+        "script": result["script"],
         "mermaid_script": mermaid_from_script(result["script"]),
         "mermaid_calls": mermaid_from_calls(ex.calls),
-        "outcome": ex.outcome.value, "answer": ex.answer, "reason": ex.reason,
-        "calls": len(ex.calls), "tool_runs": ex.tool_runs, "wall_s": round(ex.wall_s, 2),
+        "outcome": ex.outcome.value,
+        "answer": ex.answer,
+        "reason": ex.reason,
+        "calls": len(ex.calls),
+        "tool_runs": ex.tool_runs,
+        "wall_s": round(ex.wall_s, 2),
         "tokens_in": sum(len(c.prompt_ids) for c in ex.calls),
         "tokens_out": sum(len(c.response_ids) for c in ex.calls),
-        "exchanges": [{"agent": c.agent, "role": c.role, "messages": c.messages, "text": c.text,
-                       "finish_reason": c.finish_reason, "tokens_out": len(c.response_ids)}
-                      for c in ex.calls],
+        "exchanges": [
+            {
+                "agent": c.agent,
+                "role": c.role,
+                "messages": c.messages,
+                "text": c.text,
+                "finish_reason": c.finish_reason,
+                "tokens_out": len(c.response_ids),
+            }
+            for c in ex.calls
+        ],
         "stdout": ex.stdout,
     }
 
@@ -111,8 +160,13 @@ def _print(rec: dict) -> None:
     con.print(Panel(escape(rec["question"]), title="Question", border_style="cyan"))
     d = rec["design"]
     if d["designer_text"] is not None:
-        con.print(Panel(escape(d["designer_text"] or "(empty)"), title="Designer output",
-                        border_style="magenta"))
+        con.print(
+            Panel(
+                escape(d["designer_text"] or "(empty)"),
+                title="Designer output",
+                border_style="magenta",
+            )
+        )
     status = f"structure: {d['structure']} ({d['source']})"
     if d["rejected"]:
         status += f" - REJECTED: {d['rejected']}"
@@ -124,15 +178,26 @@ def _print(rec: dict) -> None:
     for k, ex in enumerate(rec["exchanges"], start=1):
         asked = ex["messages"][-1]["content"] if ex["messages"] else ""
         body = f"[dim]asked:[/dim] {escape(_clip(asked))}\n[dim]replied:[/dim] {escape(ex['text'])}"
-        con.print(Panel(body, title=f"#{k} {escape(ex['agent'])} ({ex['tokens_out']} tokens, "
-                        f"{ex['finish_reason']})", border_style="green"))
+        con.print(
+            Panel(
+                body,
+                title=f"#{k} {escape(ex['agent'])} ({ex['tokens_out']} tokens, "
+                f"{ex['finish_reason']})",
+                border_style="green",
+            )
+        )
     con.print(Panel(escape(rec["mermaid_calls"].rstrip()), title="Mermaid (calls)"))
     if rec["stdout"].strip():
         con.print(Panel(escape(rec["stdout"].rstrip()), title="Script output"))
     tail = f"outcome: {rec['outcome']}" + (f" ({rec['reason']})" if rec["reason"] else "")
-    con.print(Panel(f"{escape(str(rec['answer']))}\n[dim]{escape(tail)}; {rec['calls']} calls, "
-                    f"{rec['tokens_out']} tokens out, {rec['wall_s']} s[/dim]",
-                    title="Final answer", border_style="bold yellow"))
+    con.print(
+        Panel(
+            f"{escape(str(rec['answer']))}\n[dim]{escape(tail)}; {rec['calls']} calls, "
+            f"{rec['tokens_out']} tokens out, {rec['wall_s']} s[/dim]",
+            title="Final answer",
+            border_style="bold yellow",
+        )
+    )
 
 
 def _clip(text: str, limit: int = 600) -> str:

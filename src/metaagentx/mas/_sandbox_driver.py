@@ -37,7 +37,7 @@ def _memfd(name: str, data: bytes, readonly: bool) -> int:
     try:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         if not readonly:
             return fd
         return os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
@@ -155,7 +155,7 @@ async def _serve_channel(sock: socket.socket, handler: Handler) -> None:
         buf += data
         while (end := buf.find(b"\n")) >= 0:
             line = bytes(buf[:end])
-            del buf[:end + 1]
+            del buf[: end + 1]
             try:
                 obj = json.loads(line)
             except ValueError as exc:
@@ -173,8 +173,9 @@ async def _serve_channel(sock: socket.socket, handler: Handler) -> None:
             raise _ProtocolError(f"channel message over {MAX_MESSAGE_BYTES} bytes")
 
 
-async def drive(job: Job, handler: Handler | None, timeout_s: float, cap: int,
-                isolated: bool) -> tuple[dict, str | None, str, str, float]:
+async def drive(
+    job: Job, handler: Handler | None, timeout_s: float, cap: int, isolated: bool
+) -> tuple[dict, str | None, str, str, float]:
     """Collect output, serve the channel and wait for the server's status line.
 
     Returns (status, the reason the parent killed the job or None, stdout, stderr, wall_s)."""
@@ -186,19 +187,26 @@ async def drive(job: Job, handler: Handler | None, timeout_s: float, cap: int,
         job.kill()
 
     out, err = _Capture(), _Capture()
-    readers = [asyncio.ensure_future(_read_capped(job.out, cap, out, lambda: kill("output_limit"))),
-               asyncio.ensure_future(_read_capped(job.err, cap, err, lambda: kill("output_limit")))]
+    readers = [
+        asyncio.ensure_future(_read_capped(job.out, cap, out, lambda: kill("output_limit"))),
+        asyncio.ensure_future(_read_capped(job.err, cap, err, lambda: kill("output_limit"))),
+    ]
     status_task = asyncio.ensure_future(_read_status(job.ctl))
-    chan_task = (asyncio.ensure_future(_serve_channel(job.chan, handler))
-                 if handler is not None and job.chan is not None else None)
+    chan_task = (
+        asyncio.ensure_future(_serve_channel(job.chan, handler))
+        if handler is not None and job.chan is not None
+        else None
+    )
     handler_error: BaseException | None = None
     try:
         pending = {status_task} | ({chan_task} if chan_task else set())
         deadline = time.monotonic() + timeout_s + GUARD_S
         while not status_task.done():
             done, pending = await asyncio.wait(
-                pending, timeout=max(0.0, deadline - time.monotonic()),
-                return_when=asyncio.FIRST_COMPLETED)
+                pending,
+                timeout=max(0.0, deadline - time.monotonic()),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
             if not done:
                 if "unresponsive" in reasons:
                     raise SandboxError("sandbox server did not answer a kill request")
@@ -218,9 +226,9 @@ async def drive(job: Job, handler: Handler | None, timeout_s: float, cap: int,
         for task in (*readers, status_task, chan_task):
             if task is not None and not task.done():
                 task.cancel()
-        await asyncio.gather(*[t for t in (*readers, chan_task) if t is not None],
-                             return_exceptions=True)
+        await asyncio.gather(
+            *[t for t in (*readers, chan_task) if t is not None], return_exceptions=True
+        )
     if handler_error is not None:
         raise handler_error
-    return (status, reasons[0] if reasons else None, out.text(), err.text(),
-            time.monotonic() - t0)
+    return (status, reasons[0] if reasons else None, out.text(), err.text(), time.monotonic() - t0)

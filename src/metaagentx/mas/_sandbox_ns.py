@@ -19,12 +19,23 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_NOATIME, MS_NODIRATIME, MS_BIND = 32, 1024, 2048, 4096
 MS_REC, MS_PRIVATE, MS_RELATIME = 16384, 1 << 18, 1 << 21
 MNT_DETACH = 2
-MOUNT_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC,
-               "noatime": MS_NOATIME, "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME}
+MOUNT_FLAGS = {
+    "nosuid": MS_NOSUID,
+    "nodev": MS_NODEV,
+    "noexec": MS_NOEXEC,
+    "noatime": MS_NOATIME,
+    "nodiratime": MS_NODIRATIME,
+    "relatime": MS_RELATIME,
+}
 
 _libc = ctypes.CDLL(None, use_errno=True)
-_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
-                        ctypes.c_char_p]
+_libc.mount.argtypes = [
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    ctypes.c_ulong,
+    ctypes.c_char_p,
+]
 _libc.unshare.argtypes = [ctypes.c_int]
 _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 
@@ -63,9 +74,11 @@ def enter_namespaces(needed: list[str]) -> None:
             if path == "/":
                 raise
     needed = sorted({os.path.realpath(p) for p in needed if os.path.exists(p)})
-    for tmp, mode, flags in (("/tmp", "0711", MS_NOSUID | MS_NODEV),
-                             ("/var/tmp", "0755", MS_NOSUID | MS_NODEV | MS_NOEXEC),
-                             ("/dev/shm", "0755", MS_NOSUID | MS_NODEV | MS_NOEXEC)):
+    for tmp, mode, flags in (
+        ("/tmp", "0711", MS_NOSUID | MS_NODEV),
+        ("/var/tmp", "0755", MS_NOSUID | MS_NODEV | MS_NOEXEC),
+        ("/dev/shm", "0755", MS_NOSUID | MS_NODEV | MS_NOEXEC),
+    ):
         if os.path.isdir(tmp):  # needed paths under it (e.g. a checkout in /tmp) stay visible
             held = _hold([p for p in needed if p.startswith(tmp + "/")])
             size = "1024m" if tmp == "/tmp" else "1m"
@@ -114,7 +127,7 @@ def _expose(paths: list[str]) -> None:
     interpreter) is covered by a read-only tmpfs that holds only bind mounts of the way on."""
     while (blocked := _blocked_ancestor(paths)) is not None:
         prefix = blocked.rstrip("/") + "/"
-        children = sorted({p[len(prefix):].split("/")[0] for p in paths if p.startswith(prefix)})
+        children = sorted({p[len(prefix) :].split("/")[0] for p in paths if p.startswith(prefix)})
         held = _hold([prefix + child for child in children])
         _mount("tmpfs", blocked, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k")
         _restore(held)

@@ -37,16 +37,46 @@ import traceback
 
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
 UID_POOL = 1024  # distinct uids per server: concurrent jobs never share one
-PRELOAD = ("json", "re", "math", "cmath", "collections", "collections.abc", "itertools",
-           "functools", "heapq", "bisect", "random", "string", "typing", "io", "types",
-           "traceback", "linecache", "fractions", "decimal", "statistics", "copy", "operator",
-           "dataclasses", "enum", "textwrap", "threading", "atexit")
+PRELOAD = (
+    "json",
+    "re",
+    "math",
+    "cmath",
+    "collections",
+    "collections.abc",
+    "itertools",
+    "functools",
+    "heapq",
+    "bisect",
+    "random",
+    "string",
+    "typing",
+    "io",
+    "types",
+    "traceback",
+    "linecache",
+    "fractions",
+    "decimal",
+    "statistics",
+    "copy",
+    "operator",
+    "dataclasses",
+    "enum",
+    "textwrap",
+    "threading",
+    "atexit",
+)
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
 _libc.unshare.argtypes = [ctypes.c_int]
-_libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
-                        ctypes.c_ulong]
+_libc.prctl.argtypes = [
+    ctypes.c_int,
+    ctypes.c_ulong,
+    ctypes.c_ulong,
+    ctypes.c_ulong,
+    ctypes.c_ulong,
+]
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _sandbox_ns import CLONE_NEWPID, enter_namespaces  # noqa: E402
 
@@ -65,7 +95,7 @@ def _recv_job(sock: socket.socket) -> list[int] | None:
     for level, kind, data in anc:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             usable = len(data) - len(data) % 4
-            fds.extend(int.from_bytes(data[i:i + 4], sys.byteorder) for i in range(0, usable, 4))
+            fds.extend(int.from_bytes(data[i : i + 4], sys.byteorder) for i in range(0, usable, 4))
     if not msg:
         for fd in fds:
             os.close(fd)
@@ -103,13 +133,20 @@ def _setup_job(fds: list[int], uid: int, workdir: str, spec: dict, isolated: boo
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
     _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
     os.environ.clear()
-    os.environ.update({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir,
-                       "TMPDIR": workdir, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"})
+    os.environ.update(
+        {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": workdir,
+            "TMPDIR": workdir,
+            "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+    )
     if len(fds) > 3:
         os.environ["METAAGENTX_CHANNEL_FD"] = "3"
     sys.dont_write_bytecode = True
-    sys.stdin = sys.__stdin__ = open(0, encoding="utf-8", errors="replace",  # noqa: SIM115
-                                     closefd=False)
+    inp = {"encoding": "utf-8", "errors": "replace", "closefd": False}
+    sys.stdin = sys.__stdin__ = open(0, **inp)  # noqa: SIM115
     out = {"encoding": "utf-8", "errors": "backslashreplace", "closefd": False}
     sys.stdout = sys.__stdout__ = open(1, "w", **out)  # noqa: SIM115
     sys.stderr = sys.__stderr__ = open(2, "w", buffering=1, **out)  # noqa: SIM115
@@ -162,8 +199,9 @@ def _kill(pid: int, isolated: bool) -> None:
 class _Job:
     """One running job as the server sees it."""
 
-    def __init__(self, pid: int, pidfd: int, ctl: socket.socket, timeout_s: float,
-                 workdir: str, slot: int) -> None:
+    def __init__(
+        self, pid: int, pidfd: int, ctl: socket.socket, timeout_s: float, workdir: str, slot: int
+    ) -> None:
         self.pid, self.pidfd, self.ctl, self.workdir, self.slot = pid, pidfd, ctl, workdir, slot
         self.deadline = time.monotonic() + timeout_s
         self.timed_out = self.killed = False
@@ -205,8 +243,10 @@ class Server:
                     except Exception as exc:  # report this job's failure; keep serving others
                         traceback.print_exc()
                         ctl = socket.socket(fileno=fds[1])
-                        _send(ctl, json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode()
-                              + b"\n")
+                        _send(
+                            ctl,
+                            json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode() + b"\n",
+                        )
                         ctl.close()
                         _close_all([fds[0], *fds[2:]])
                 elif fd in self.by_pidfd:
@@ -264,8 +304,11 @@ class Server:
             shutil.rmtree(job.workdir, ignore_errors=True)
         if self.by_ctl.pop(job.ctl.fileno(), None) is not None:
             self.poller.unregister(job.ctl.fileno())
-        msg = {"exit_code": os.waitstatus_to_exitcode(status), "timed_out": job.timed_out,
-               "killed": job.killed}
+        msg = {
+            "exit_code": os.waitstatus_to_exitcode(status),
+            "timed_out": job.timed_out,
+            "killed": job.killed,
+        }
         _send(job.ctl, json.dumps(msg).encode() + b"\n")
         job.ctl.close()
         self.free.append(job.slot)
@@ -311,8 +354,16 @@ def serve(sock: socket.socket, pkg_root: str, want_isolation: bool) -> None:
         info["reason"] = "not running as root"
     else:
         try:
-            enter_namespaces([sys.base_prefix, sys.base_exec_prefix, sys.prefix, *sys.path,
-                              os.path.realpath(sys.executable), pkg_root])
+            enter_namespaces(
+                [
+                    sys.base_prefix,
+                    sys.base_exec_prefix,
+                    sys.prefix,
+                    *sys.path,
+                    os.path.realpath(sys.executable),
+                    pkg_root,
+                ]
+            )
             info["isolated"] = True
         except OSError as exc:
             info["reason"] = f"namespace setup failed: {exc}"

@@ -24,9 +24,23 @@ QUESTION = ""  # the task prompt; set by the runtime before the script runs
 TASK_KIND = "math"  # "math" (submit a final answer) or "code" (submit a Python program)
 
 __all__ = [
-    "QUESTION", "TASK_KIND", "Agent", "ask_all", "single", "reflection", "ensemble", "debate",
-    "solver_tester", "router", "run_python", "submit", "extract_answer", "extract_code",
-    "final_answer", "majority_vote", "StopRun",
+    "QUESTION",
+    "TASK_KIND",
+    "Agent",
+    "ask_all",
+    "single",
+    "reflection",
+    "ensemble",
+    "debate",
+    "solver_tester",
+    "router",
+    "run_python",
+    "submit",
+    "extract_answer",
+    "extract_code",
+    "final_answer",
+    "majority_vote",
+    "StopRun",
 ]
 
 
@@ -55,8 +69,14 @@ class Agent:
     (the runtime may cap or ignore them).
     """
 
-    def __init__(self, name: str, system_prompt: str = "", *, temperature: float | None = None,
-                 max_tokens: int | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        system_prompt: str = "",
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+    ) -> None:
         self.name = str(name)
         self.system_prompt = str(system_prompt)
         self.temperature = temperature
@@ -66,13 +86,18 @@ class Agent:
 
     def reset(self) -> None:
         """Forget the conversation (keeps the role prompt). Example: ``solver.reset()``"""
-        self.messages = [{"role": "system", "content": self.system_prompt}] if (
-            self.system_prompt) else []
+        self.messages = (
+            [{"role": "system", "content": self.system_prompt}] if (self.system_prompt) else []
+        )
 
     def _payload(self, message: str) -> dict:
         msgs = [*self.messages, {"role": "user", "content": str(message)}]
-        return {"agent": self.name, "messages": msgs, "temperature": self.temperature,
-                "max_tokens": self.max_tokens}
+        return {
+            "agent": self.name,
+            "messages": msgs,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+        }
 
     def _remember(self, message: str, reply: str) -> None:
         self.messages.append({"role": "user", "content": str(message)})
@@ -198,8 +223,12 @@ def _distinct(agents: list[Agent]) -> list[Agent]:
     out: list[Agent] = []
     for agent in agents:
         if any(a is agent for a in out):
-            twin = Agent(agent.name, agent.system_prompt, temperature=agent.temperature,
-                         max_tokens=agent.max_tokens)
+            twin = Agent(
+                agent.name,
+                agent.system_prompt,
+                temperature=agent.temperature,
+                max_tokens=agent.max_tokens,
+            )
             twin.messages = [dict(m) for m in agent.messages]
             agent = twin
         out.append(agent)
@@ -219,8 +248,10 @@ def reflection(solver: Agent, critic: Agent, question: str, rounds: int = 1) -> 
     """
     reply = solver.ask(question)
     for _ in range(rounds):
-        review = critic.ask(f"Problem:\n{question}\n\nProposed solution:\n{reply}\n\n"
-                            "Find any mistake. If the solution is right, reply CORRECT.")
+        review = critic.ask(
+            f"Problem:\n{question}\n\nProposed solution:\n{reply}\n\n"
+            "Find any mistake. If the solution is right, reply CORRECT."
+        )
         if re.search(r"\bCORRECT\b", review) and not re.search(r"\bINCORRECT\b", review):
             break
         reply = solver.ask(f"A reviewer says:\n{review}\n\nGive your corrected full solution.")
@@ -229,8 +260,10 @@ def reflection(solver: Agent, critic: Agent, question: str, rounds: int = 1) -> 
 
 def _judge(judge: Agent, question: str, replies: list[str]) -> str:
     listing = "\n\n".join(f"Candidate {i + 1}:\n{r}" for i, r in enumerate(replies))
-    verdict = judge.ask(f"Problem:\n{question}\n\n{listing}\n\n"
-                        "Decide which candidate is right and give the final answer.")
+    verdict = judge.ask(
+        f"Problem:\n{question}\n\n{listing}\n\n"
+        "Decide which candidate is right and give the final answer."
+    )
     return final_answer(verdict)
 
 
@@ -258,10 +291,13 @@ def debate(agents: list[Agent], question: str, rounds: int = 2, judge: Agent | N
     for _ in range(max(0, rounds - 1)):
         prompts = []
         for i in range(len(agents)):
-            others = "\n\n".join(f"{agents[j].name} said:\n{replies[j]}"
-                                 for j in range(len(agents)) if j != i)
-            prompts.append(f"Other agents answered:\n{others}\n\n"
-                           "Consider their reasoning and give your updated full answer.")
+            others = "\n\n".join(
+                f"{agents[j].name} said:\n{replies[j]}" for j in range(len(agents)) if j != i
+            )
+            prompts.append(
+                f"Other agents answered:\n{others}\n\n"
+                "Consider their reasoning and give your updated full answer."
+            )
         replies = ask_all(agents, prompts)
     if judge is not None:
         return _judge(judge, question, replies)
@@ -270,8 +306,10 @@ def debate(agents: list[Agent], question: str, rounds: int = 2, judge: Agent | N
 
 def _tester_prompt(question: str, program: str, result: str, test_input: str) -> str:
     shown_input = f"Input given:\n{test_input}\n\n" if test_input else ""
-    return (f"Problem:\n{question}\n\nProgram:\n```python\n{program}\n```\n\n{shown_input}"
-            f"Program output:\n{result}\n\nIs the program correct? Reply PASS, or FAIL and why.")
+    return (
+        f"Problem:\n{question}\n\nProgram:\n```python\n{program}\n```\n\n{shown_input}"
+        f"Program output:\n{result}\n\nIs the program correct? Reply PASS, or FAIL and why."
+    )
 
 
 def solver_tester(solver: Agent, tester: Agent, question: str, rounds: int = 2) -> str:
@@ -287,15 +325,20 @@ def solver_tester(solver: Agent, tester: Agent, question: str, rounds: int = 2) 
     for _ in range(rounds):
         test_input = ""
         if TASK_KIND == "code":
-            test_input = extract_code(tester.ask(
-                f"Problem:\n{question}\n\nWrite one small test input for a program solving it, "
-                "in a ``` block, nothing else."))
+            test_input = extract_code(
+                tester.ask(
+                    f"Problem:\n{question}\n\nWrite one small test input for a program solving it, "
+                    "in a ``` block, nothing else."
+                )
+            )
         (result, ok), ran = _run(program, test_input), program
         verdict = tester.ask(_tester_prompt(question, program, result, test_input))
         if re.search(r"\bPASS\b", verdict) and not re.search(r"\bFAIL\b", verdict):
             break
-        reply = solver.ask(f"Running your program gave:\n{result}\n\nTester feedback:\n"
-                           f"{verdict}\n\nFix it. Reply with the full program in a ```python block.")
+        reply = solver.ask(
+            f"Running your program gave:\n{result}\n\nTester feedback:\n"
+            f"{verdict}\n\nFix it. Reply with the full program in a ```python block."
+        )
         program = extract_code(reply)
     if TASK_KIND == "code":
         return program
@@ -305,7 +348,9 @@ def solver_tester(solver: Agent, tester: Agent, question: str, rounds: int = 2) 
     return extract_answer(lines[-1]) if lines else extract_answer(reply)
 
 
-def router(classifier: Agent, routes: dict[str, Callable[[str], str] | Agent], question: str) -> str:
+def router(
+    classifier: Agent, routes: dict[str, Callable[[str], str] | Agent], question: str
+) -> str:
     """The classifier picks one route label; that route answers. A route is an Agent (asked
     once) or a function of the question returning the answer.
 
@@ -314,8 +359,10 @@ def router(classifier: Agent, routes: dict[str, Callable[[str], str] | Agent], q
     labels = list(routes)
     if not labels:
         raise ValueError("router needs at least one route")
-    choice = classifier.ask(f"Problem:\n{question}\n\nChoose the best way to solve it. "
-                            f"Reply with exactly one of: {', '.join(labels)}.").lower()
+    choice = classifier.ask(
+        f"Problem:\n{question}\n\nChoose the best way to solve it. "
+        f"Reply with exactly one of: {', '.join(labels)}."
+    ).lower()
     hits = [(choice.find(label.lower()), label) for label in labels if label.lower() in choice]
     chosen = min(hits)[1] if hits else labels[0]
     route = routes[chosen]
@@ -337,7 +384,10 @@ def _run(code: str, stdin: str) -> tuple[str, bool]:
     if reply.get("timed_out"):
         return out + "\n[timed out]", False
     if reply.get("exit_code", 0) != 0:
-        return out + f"\n[exit code {reply.get('exit_code')}]\n{reply.get('stderr', '')[-2000:]}", False
+        return (
+            out + f"\n[exit code {reply.get('exit_code')}]\n{reply.get('stderr', '')[-2000:]}",
+            False,
+        )
     return out, True
 
 
@@ -350,8 +400,9 @@ def submit(answer: object) -> None:
     raise Submitted()
 
 
-def _script_globals(question: str, kind: str, allowed_modules: list[str],
-                    banned_builtins: list[str]) -> dict:
+def _script_globals(
+    question: str, kind: str, allowed_modules: list[str], banned_builtins: list[str]
+) -> dict:
     """The globals a script runs with (used by the runtime's prelude): the public API,
     ``QUESTION``, and builtins without ``banned_builtins`` whose ``import`` admits only
     ``allowed_modules`` (defense in depth behind the static check and the sandbox)."""
@@ -362,9 +413,15 @@ def _script_globals(question: str, kind: str, allowed_modules: list[str],
     real_import = builtins.__import__
 
     def guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
-        if level != 0 or name.split(".")[0] not in allowed_modules and not (
-                name == "metaagentx.mas.api" or name.startswith("metaagentx.mas.api.")
-                or (name == "metaagentx.mas" and tuple(fromlist or ()) == ("api",))):
+        if (
+            level != 0
+            or name.split(".")[0] not in allowed_modules
+            and not (
+                name == "metaagentx.mas.api"
+                or name.startswith("metaagentx.mas.api.")
+                or (name == "metaagentx.mas" and tuple(fromlist or ()) == ("api",))
+            )
+        ):
             raise ImportError(f"import of {name!r} is not allowed in a MAS script")
         return real_import(name, globals, locals, fromlist, level)
 

@@ -58,8 +58,12 @@ def _fstring(node: ast.JoinedStr, loop_var: str | None, value: int | None) -> st
     for part in node.values:
         if isinstance(part, ast.Constant):
             out.append(str(part.value))
-        elif (isinstance(part, ast.FormattedValue) and isinstance(part.value, ast.Name)
-              and part.value.id == loop_var and value is not None):
+        elif (
+            isinstance(part, ast.FormattedValue)
+            and isinstance(part.value, ast.Name)
+            and part.value.id == loop_var
+            and value is not None
+        ):
             out.append(str(value))
         else:
             out.append("?")
@@ -67,8 +71,11 @@ def _fstring(node: ast.JoinedStr, loop_var: str | None, value: int | None) -> st
 
 
 def _agent_name(call: ast.Call, loop_var: str | None = None, value: int | None = None) -> str:
-    arg = call.args[0] if call.args else next(
-        (k.value for k in call.keywords if k.arg == "name"), None)
+    arg = (
+        call.args[0]
+        if call.args
+        else next((k.value for k in call.keywords if k.arg == "name"), None)
+    )
     if isinstance(arg, ast.Constant):
         return str(arg.value)
     if isinstance(arg, ast.JoinedStr):
@@ -94,9 +101,12 @@ class _Resolver:
             return []
         target = gen.target.id if isinstance(gen.target, ast.Name) else None
         it = gen.iter
-        if (isinstance(it, ast.Call) and _func_name(it) == "range"
-                and all(isinstance(a, ast.Constant) and isinstance(a.value, int) for a in it.args)
-                and 1 <= len(it.args) <= 2):
+        if (
+            isinstance(it, ast.Call)
+            and _func_name(it) == "range"
+            and all(isinstance(a, ast.Constant) and isinstance(a.value, int) for a in it.args)
+            and 1 <= len(it.args) <= 2
+        ):
             bounds = [a.value for a in it.args]
             lo, hi = (0, bounds[0]) if len(bounds) == 1 else bounds
             return [_agent_name(node.elt, target, k) for k in range(lo, min(hi, lo + 8))]
@@ -199,11 +209,20 @@ def mermaid_from_script(script: str) -> str:
         g.special("invalid", "script does not parse", ("[", "]"))
         g.edge(QUESTION_ID, "invalid")
         return g.text()
-    in_lambda = {id(sub) for lam in ast.walk(tree) if isinstance(lam, ast.Lambda)
-                 for sub in ast.walk(lam.body)}  # router routes: drawn by the router
-    nodes = sorted((n for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.Call))
-                    and id(n) not in in_lambda),  # inner calls first: submit(single(...))
-                   key=lambda n: (n.end_lineno, n.end_col_offset, isinstance(n, ast.Assign)))
+    in_lambda = {
+        id(sub)
+        for lam in ast.walk(tree)
+        if isinstance(lam, ast.Lambda)
+        for sub in ast.walk(lam.body)
+    }  # router routes: drawn by the router
+    nodes = sorted(
+        (
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, (ast.Assign, ast.Call)) and id(n) not in in_lambda
+        ),  # inner calls first: submit(single(...))
+        key=lambda n: (n.end_lineno, n.end_col_offset, isinstance(n, ast.Assign)),
+    )
     last: list[str] = [QUESTION_ID]
     for i, node in enumerate(nodes):
         if isinstance(node, ast.Assign):
@@ -249,8 +268,12 @@ def mermaid_from_calls(calls: Sequence[Call]) -> str:
     asked: list[str | None] = []
     for k, call in enumerate(calls, start=1):
         nid, message = g.agent(call.agent), _asked(call)
-        if (groups and message is not None and message == asked[-1]
-                and nid not in [n for _, n in groups[-1]]):
+        if (
+            groups
+            and message is not None
+            and message == asked[-1]
+            and nid not in [n for _, n in groups[-1]]
+        ):
             groups[-1].append((k, nid))
         else:
             groups.append([(k, nid)])

@@ -52,9 +52,13 @@ def task_question(task: Task) -> str:
 
 def child_program(script: str, task: Task) -> str:
     """The program the sandbox runs: set up the API globals, then run ``script`` in them."""
-    return _PRELUDE.format(question=task_question(task), kind=task.kind,
-                           allowed=list(ALLOWED_MODULES), banned=sorted(FORBIDDEN_NAMES),
-                           script=script)
+    return _PRELUDE.format(
+        question=task_question(task),
+        kind=task.kind,
+        allowed=list(ALLOWED_MODULES),
+        banned=sorted(FORBIDDEN_NAMES),
+        script=script,
+    )
 
 
 class _Stop(Exception):
@@ -110,8 +114,10 @@ class _Run:
     def _params(self, ask: dict[str, Any], index: int) -> SamplingParams:
         limit = self.mas.max_tokens - self.tokens
         if limit <= 0:
-            raise _Stop(Outcome.BUDGET_EXCEEDED,
-                        f"token budget: {self.tokens} of mas.max_tokens={self.mas.max_tokens} used")
+            raise _Stop(
+                Outcome.BUDGET_EXCEEDED,
+                f"token budget: {self.tokens} of mas.max_tokens={self.mas.max_tokens} used",
+            )
         params = replace(self.sampling, max_new_tokens=min(self.sampling.max_new_tokens, limit))
         want_t, want_n = ask.get("temperature"), ask.get("max_tokens")
         try:
@@ -128,20 +134,30 @@ class _Run:
 
     async def _asks(self, asks: list[Any]) -> list[str]:
         if self.reserved + len(asks) > self.mas.max_calls:
-            raise _Stop(Outcome.BUDGET_EXCEEDED, f"call budget: call {self.reserved + len(asks)}"
-                        f" > mas.max_calls={self.mas.max_calls}")
+            raise _Stop(
+                Outcome.BUDGET_EXCEEDED,
+                f"call budget: call {self.reserved + len(asks)}"
+                f" > mas.max_calls={self.mas.max_calls}",
+            )
         jobs = []
         for ask in asks:
             messages = ask.get("messages") if isinstance(ask, dict) else None
             if not isinstance(messages, list) or not all(
-                    isinstance(m, dict) and isinstance(m.get("role"), str)
-                    and isinstance(m.get("content"), str) for m in messages):
+                isinstance(m, dict)
+                and isinstance(m.get("role"), str)
+                and isinstance(m.get("content"), str)
+                for m in messages
+            ):
                 raise _Stop(Outcome.RUNTIME_ERROR, "an ask needs messages [{role, content}]")
-            jobs.append((str(ask.get("agent", "agent")), messages,
-                         self._params(ask, self.reserved + len(jobs))))
+            jobs.append(
+                (
+                    str(ask.get("agent", "agent")),
+                    messages,
+                    self._params(ask, self.reserved + len(jobs)),
+                )
+            )
         self.reserved += len(asks)
-        done = await asyncio.gather(*(self._generate(*job) for job in jobs),
-                                    return_exceptions=True)
+        done = await asyncio.gather(*(self._generate(*job) for job in jobs), return_exceptions=True)
         calls = [c for c in done if isinstance(c, Call)]
         self.calls.extend(calls)
         for err in done:
@@ -149,37 +165,59 @@ class _Run:
                 raise err
         self.tokens += sum(len(c.response_ids) for c in calls)
         if self.tokens > self.mas.max_tokens:  # concurrent asks overshot together
-            raise _Stop(Outcome.BUDGET_EXCEEDED,
-                        f"token budget: {self.tokens} > mas.max_tokens={self.mas.max_tokens}")
+            raise _Stop(
+                Outcome.BUDGET_EXCEEDED,
+                f"token budget: {self.tokens} > mas.max_tokens={self.mas.max_tokens}",
+            )
         return [c.text for c in calls]
 
-    async def _generate(self, agent: str, messages: list[dict[str, str]],
-                        params: SamplingParams) -> Call:
+    async def _generate(
+        self, agent: str, messages: list[dict[str, str]], params: SamplingParams
+    ) -> Call:
         start = time.perf_counter()
         limit = getattr(self.generator, "max_prompt_tokens", None)
         try:
             prompt_ids = self.generator.render(messages)
             if isinstance(limit, int) and len(prompt_ids) > limit:
-                raise _Stop(Outcome.BUDGET_EXCEEDED, f"prompt_too_long: agent {agent!r} prompt "
-                            f"has {len(prompt_ids)} tokens > {limit}")
+                raise _Stop(
+                    Outcome.BUDGET_EXCEEDED,
+                    f"prompt_too_long: agent {agent!r} prompt "
+                    f"has {len(prompt_ids)} tokens > {limit}",
+                )
             result = await self.generator.generate(prompt_ids, params)
         except GenerationError as err:
             raise _Stop(Outcome.RUNTIME_ERROR, f"generation_error: {err}") from err
-        return Call(role="executor", agent=agent, messages=[dict(m) for m in messages],
-                    prompt_ids=list(result.prompt_ids), response_ids=list(result.token_ids),
-                    logprobs=list(result.logprobs), finish_reason=result.finish_reason,
-                    text=result.text, latency_s=time.perf_counter() - start)
+        return Call(
+            role="executor",
+            agent=agent,
+            messages=[dict(m) for m in messages],
+            prompt_ids=list(result.prompt_ids),
+            response_ids=list(result.token_ids),
+            logprobs=list(result.logprobs),
+            finish_reason=result.finish_reason,
+            text=result.text,
+            latency_s=time.perf_counter() - start,
+        )
 
     async def _run_python(self, msg: dict[str, Any]) -> dict[str, Any]:
         if self.tool_runs >= self.max_tool_runs:
-            raise _Stop(Outcome.BUDGET_EXCEEDED, f"tool budget: more than {self.max_tool_runs}"
-                        " run_python calls")
+            raise _Stop(
+                Outcome.BUDGET_EXCEEDED,
+                f"tool budget: more than {self.max_tool_runs} run_python calls",
+            )
         self.tool_runs += 1
         result = await sandbox.run_untrusted_async(
-            str(msg.get("code", "")), timeout_s=self.mas.tool_timeout_s,
-            memory_mb=self.mas.memory_mb, stdin=str(msg.get("stdin", "")))
-        return {"stdout": result.stdout[-8000:], "stderr": result.stderr[-4000:],
-                "exit_code": result.exit_code, "timed_out": result.timed_out}
+            str(msg.get("code", "")),
+            timeout_s=self.mas.tool_timeout_s,
+            memory_mb=self.mas.memory_mb,
+            stdin=str(msg.get("stdin", "")),
+        )
+        return {
+            "stdout": result.stdout[-8000:],
+            "stderr": result.stderr[-4000:],
+            "exit_code": result.exit_code,
+            "timed_out": result.timed_out,
+        }
 
 
 def _last_line(text: str) -> str:
@@ -193,8 +231,10 @@ def _outcome(run: _Run, result: Any, mas: MASConfig) -> tuple[Outcome, str | Non
     if run.answer is not None:
         return Outcome.SUBMITTED, None
     if result.timed_out or result.killed_reason == "cpu_time":
-        return Outcome.TIMEOUT, f"{result.killed_reason or 'timeout'}: ran past mas.timeout_s=" \
-            f"{mas.timeout_s}"
+        return (
+            Outcome.TIMEOUT,
+            f"{result.killed_reason or 'timeout'}: ran past mas.timeout_s={mas.timeout_s}",
+        )
     if result.killed_reason:  # output_limit, signal:...: the sandbox's reason says more
         return Outcome.RUNTIME_ERROR, f"killed: {result.killed_reason}"
     if result.exit_code != 0:
@@ -202,9 +242,16 @@ def _outcome(run: _Run, result: Any, mas: MASConfig) -> tuple[Outcome, str | Non
     return Outcome.NO_ANSWER, "the script ended without calling submit"
 
 
-async def execute(script: str, task: Task, generator: Generator, *, mas: MASConfig = DEFAULT_MAS,
-                  sampling: SamplingParams = DEFAULT_SAMPLING, agent_sampling: bool = True,
-                  max_tool_runs: int = 16) -> Execution:
+async def execute(
+    script: str,
+    task: Task,
+    generator: Generator,
+    *,
+    mas: MASConfig = DEFAULT_MAS,
+    sampling: SamplingParams = DEFAULT_SAMPLING,
+    agent_sampling: bool = True,
+    max_tool_runs: int = 16,
+) -> Execution:
     """Check ``script`` and run it once on ``task`` in the sandbox; every agent call goes to
     ``generator`` and is recorded. ``sampling`` is the executor's sampling (its
     ``max_new_tokens`` caps each call); ``agent_sampling=False`` ignores per-agent temperatures
@@ -215,13 +262,22 @@ async def execute(script: str, task: Task, generator: Generator, *, mas: MASConf
     if reason is not None:
         return Execution(outcome=Outcome.REJECTED, reason=reason)
     run = _Run(generator, mas, sampling, agent_sampling, max_tool_runs)
-    result = await sandbox.run_interactive(child_program(script, task), timeout_s=mas.timeout_s,
-                                           memory_mb=mas.memory_mb, handler=run.handle)
+    result = await sandbox.run_interactive(
+        child_program(script, task),
+        timeout_s=mas.timeout_s,
+        memory_mb=mas.memory_mb,
+        handler=run.handle,
+    )
     outcome, why = _outcome(run, result, mas)
-    return Execution(outcome=outcome, answer=run.answer if outcome == Outcome.SUBMITTED else None,
-                     calls=run.calls, reason=why, tool_runs=run.tool_runs,
-                     stdout=result.stdout[-MAX_STDOUT_CHARS:],
-                     wall_s=time.perf_counter() - start)
+    return Execution(
+        outcome=outcome,
+        answer=run.answer if outcome == Outcome.SUBMITTED else None,
+        calls=run.calls,
+        reason=why,
+        tool_runs=run.tool_runs,
+        stdout=result.stdout[-MAX_STDOUT_CHARS:],
+        wall_s=time.perf_counter() - start,
+    )
 
 
 def designer_messages(task: Task) -> list[dict[str, str]]:
@@ -229,9 +285,14 @@ def designer_messages(task: Task) -> list[dict[str, str]]:
     reminder of the reply format (small models follow a trailing instruction best)."""
     system = resources.files("metaagentx.mas").joinpath("prompts/designer.md").read_text()
     kind = "programming problem" if task.kind == "code" else "math problem"
-    return [{"role": "system", "content": system},
-            {"role": "user", "content": f"Design a team for this {kind}:\n\n{task_question(task)}"
-             "\n\nReply with the ```python script only; it must call submit(...)."}]
+    return [
+        {"role": "system", "content": system},
+        {
+            "role": "user",
+            "content": f"Design a team for this {kind}:\n\n{task_question(task)}"
+            "\n\nReply with the ```python script only; it must call submit(...).",
+        },
+    ]
 
 
 def _classify(script: str) -> str:
@@ -242,8 +303,9 @@ def _classify(script: str) -> str:
     return classify_structure(script)
 
 
-async def design(task: Task, generator: Generator, *,
-                 sampling: SamplingParams = DEFAULT_SAMPLING) -> Design:
+async def design(
+    task: Task, generator: Generator, *, sampling: SamplingParams = DEFAULT_SAMPLING
+) -> Design:
     """One designer call (role "designer") -> the extracted, checked script. A prompt the
     generator refuses gives ``rejected="prompt_too_long"`` and no call; a generator error of
     another kind is raised (it is our bug, not the model's)."""
@@ -254,18 +316,35 @@ async def design(task: Task, generator: Generator, *,
     if isinstance(limit, int) and len(prompt_ids) > limit:
         return Design(script="", structure="other", call=None, rejected="prompt_too_long")
     result = await generator.generate(prompt_ids, sampling)
-    call = Call(role="designer", agent="designer", messages=messages,
-                prompt_ids=list(result.prompt_ids), response_ids=list(result.token_ids),
-                logprobs=list(result.logprobs), finish_reason=result.finish_reason,
-                text=result.text, latency_s=time.perf_counter() - start)
+    call = Call(
+        role="designer",
+        agent="designer",
+        messages=messages,
+        prompt_ids=list(result.prompt_ids),
+        response_ids=list(result.token_ids),
+        logprobs=list(result.logprobs),
+        finish_reason=result.finish_reason,
+        text=result.text,
+        latency_s=time.perf_counter() - start,
+    )
     script = extract_script(result.text) or ""
-    return Design(script=script, structure=_classify(script) if script else "other", call=call,
-                  rejected=check_script(script))
+    return Design(
+        script=script,
+        structure=_classify(script) if script else "other",
+        call=call,
+        rejected=check_script(script),
+    )
 
 
-def solve(task: Task, generator: Generator, *, structure: str | None = None,
-          mas: MASConfig = DEFAULT_MAS, sampling: SamplingParams = DEFAULT_SAMPLING,
-          designer_sampling: SamplingParams | None = None) -> tuple[Design, Execution]:
+def solve(
+    task: Task,
+    generator: Generator,
+    *,
+    structure: str | None = None,
+    mas: MASConfig = DEFAULT_MAS,
+    sampling: SamplingParams = DEFAULT_SAMPLING,
+    designer_sampling: SamplingParams | None = None,
+) -> tuple[Design, Execution]:
     """Synchronous convenience: design (or take the ``structure`` template) and execute once."""
     from metaagentx.mas.templates import template_script
 

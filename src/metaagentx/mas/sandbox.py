@@ -83,17 +83,28 @@ from pathlib import Path
 
 from metaagentx.mas._sandbox_driver import Handler, Job, SandboxError, ServerLost, drive
 
-__all__ = ["SandboxResult", "SandboxError", "Isolation", "Sandbox", "default_sandbox",
-           "run_untrusted", "run_untrusted_async", "run_interactive"]
+__all__ = [
+    "SandboxResult",
+    "SandboxError",
+    "Isolation",
+    "Sandbox",
+    "default_sandbox",
+    "run_untrusted",
+    "run_untrusted_async",
+    "run_interactive",
+]
 
 DEFAULT_MAX_OUTPUT_BYTES = 8 << 20  # per stream
 DEFAULT_NPROC = 64
 DEFAULT_FSIZE_MB = 64
 SERVER_START_TIMEOUT_S = 30.0
 LOST_WITHOUT_NAMESPACES = (
-    "network isolation", "no writes outside the working directory",
-    "process-count limit (RLIMIT_NPROC)", "protection against signalling the parent",
-    "killing descendants that leave the job's process group")
+    "network isolation",
+    "no writes outside the working directory",
+    "process-count limit (RLIMIT_NPROC)",
+    "protection against signalling the parent",
+    "killing descendants that leave the job's process group",
+)
 
 
 @dataclasses.dataclass
@@ -121,8 +132,9 @@ class Isolation:
 class Sandbox:
     """One warm fork server and the jobs sent to it; thread-safe. Module functions share one."""
 
-    def __init__(self, *, isolate: bool = True, nproc: int = DEFAULT_NPROC,
-                 fsize_mb: int = DEFAULT_FSIZE_MB) -> None:
+    def __init__(
+        self, *, isolate: bool = True, nproc: int = DEFAULT_NPROC, fsize_mb: int = DEFAULT_FSIZE_MB
+    ) -> None:
         self._isolate = isolate
         self._nproc = nproc
         self._fsize_mb = fsize_mb
@@ -156,19 +168,36 @@ class Sandbox:
         self._info = Isolation(info["isolated"], info["reason"], lost, info["pid"])
         if lost and not self._warned:
             self._warned = True
-            warnings.warn(f"sandbox runs without namespaces ({info['reason']}); lost: "
-                          + ", ".join(lost), RuntimeWarning, stacklevel=4)
+            warnings.warn(
+                f"sandbox runs without namespaces ({info['reason']}); lost: " + ", ".join(lost),
+                RuntimeWarning,
+                stacklevel=4,
+            )
 
     def _spawn(self, isolate: bool) -> dict:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         script = Path(__file__).with_name("_sandbox_server.py")
         pkg_root = str(Path(__file__).resolve().parents[2])
-        cmd = [sys.executable, "-I", "-S", "-B", str(script), str(theirs.fileno()), pkg_root,
-               "1" if isolate else "0"]
+        cmd = [
+            sys.executable,
+            "-I",
+            "-S",
+            "-B",
+            str(script),
+            str(theirs.fileno()),
+            pkg_root,
+            "1" if isolate else "0",
+        ]
         try:
             self._proc = subprocess.Popen(
-                cmd, pass_fds=[theirs.fileno()], env={}, start_new_session=True,
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, close_fds=True)
+                cmd,
+                pass_fds=[theirs.fileno()],
+                env={},
+                start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                close_fds=True,
+            )
         finally:
             theirs.close()
         ours.settimeout(SERVER_START_TIMEOUT_S)
@@ -210,17 +239,25 @@ class Sandbox:
                 self._ensure_started()
                 assert self._sock is not None
                 try:
-                    self._sock.sendmsg([b"J"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
-                                                 array.array("i", fds))])
+                    self._sock.sendmsg(
+                        [b"J"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
+                    )
                     return
                 except (BrokenPipeError, ConnectionError):  # the server is gone: restart it
                     self._stop()
                     if attempt:
                         raise SandboxError("sandbox fork server keeps dying") from None
 
-    async def run(self, code: str, *, timeout_s: float, memory_mb: int, stdin: str = "",
-                  handler: Handler | None = None,
-                  max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES) -> SandboxResult:
+    async def run(
+        self,
+        code: str,
+        *,
+        timeout_s: float,
+        memory_mb: int,
+        stdin: str = "",
+        handler: Handler | None = None,
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+    ) -> SandboxResult:
         """Run `code`; see the module docstring. Retries once if the server died mid-launch."""
         if not isinstance(code, str):
             raise TypeError(f"code must be str, got {type(code).__name__}")
@@ -228,8 +265,13 @@ class Sandbox:
             raise ValueError(f"timeout_s must be a finite number > 0, got {timeout_s}")
         if memory_mb < 32:
             raise ValueError(f"memory_mb must be >= 32, got {memory_mb}")
-        spec = {"code": code, "timeout_s": float(timeout_s), "memory_mb": int(memory_mb),
-                "nproc": self._nproc, "fsize_mb": self._fsize_mb}
+        spec = {
+            "code": code,
+            "timeout_s": float(timeout_s),
+            "memory_mb": int(memory_mb),
+            "nproc": self._nproc,
+            "fsize_mb": self._fsize_mb,
+        }
         for attempt in range(2):
             job = Job(spec, stdin, interactive=handler is not None)
             try:
@@ -237,8 +279,13 @@ class Sandbox:
                     self._submit(job.child_fds)
                 finally:
                     job.close_child_side()
-                raw = await drive(job, handler, float(timeout_s), max_output_bytes,
-                                  self._info is not None and self._info.namespaces)
+                raw = await drive(
+                    job,
+                    handler,
+                    float(timeout_s),
+                    max_output_bytes,
+                    self._info is not None and self._info.namespaces,
+                )
                 return _result(*raw)
             except ServerLost:
                 if attempt:
@@ -247,11 +294,23 @@ class Sandbox:
                 job.close()
         raise AssertionError("unreachable")
 
-    def run_sync(self, code: str, *, timeout_s: float, memory_mb: int, stdin: str = "",
-                 max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES) -> SandboxResult:
+    def run_sync(
+        self,
+        code: str,
+        *,
+        timeout_s: float,
+        memory_mb: int,
+        stdin: str = "",
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+    ) -> SandboxResult:
         """Blocking `run` without a channel; safe from any thread, even one running a loop."""
-        coro = self.run(code, timeout_s=timeout_s, memory_mb=memory_mb, stdin=stdin,
-                        max_output_bytes=max_output_bytes)
+        coro = self.run(
+            code,
+            timeout_s=timeout_s,
+            memory_mb=memory_mb,
+            stdin=stdin,
+            max_output_bytes=max_output_bytes,
+        )
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -292,8 +351,9 @@ def _thread_loop() -> asyncio.AbstractEventLoop:
     return loop
 
 
-def _result(status: dict, parent_reason: str | None, out: str, err: str,
-            wall_s: float) -> SandboxResult:
+def _result(
+    status: dict, parent_reason: str | None, out: str, err: str, wall_s: float
+) -> SandboxResult:
     code = int(status["exit_code"])
     reason = parent_reason
     if reason is None and status["timed_out"]:
@@ -320,31 +380,65 @@ def default_sandbox() -> Sandbox:
     return _default
 
 
-async def run_untrusted_async(code: str, *, timeout_s: float, memory_mb: int, stdin: str = "",
-                              max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES) -> SandboxResult:
+async def run_untrusted_async(
+    code: str,
+    *,
+    timeout_s: float,
+    memory_mb: int,
+    stdin: str = "",
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+) -> SandboxResult:
     """Async `run_untrusted`: many may run at once in one event loop."""
-    return await _default.run(code, timeout_s=timeout_s, memory_mb=memory_mb, stdin=stdin,
-                              max_output_bytes=max_output_bytes)
+    return await _default.run(
+        code,
+        timeout_s=timeout_s,
+        memory_mb=memory_mb,
+        stdin=stdin,
+        max_output_bytes=max_output_bytes,
+    )
 
 
-async def run_interactive(code: str, *, timeout_s: float, memory_mb: int, handler: Handler,
-                          stdin: str = "",
-                          max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES) -> SandboxResult:
+async def run_interactive(
+    code: str,
+    *,
+    timeout_s: float,
+    memory_mb: int,
+    handler: Handler,
+    stdin: str = "",
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+) -> SandboxResult:
     """Run `code` with a message channel: each `channel.request(obj)` in the child is answered
     with `await handler(obj)` (a dict). Requests of one child are served in order; many
     run_interactive calls may run concurrently in one loop. A handler exception kills the child
     and is re-raised here; a child that sends non-JSON is killed (killed_reason
     "channel_protocol")."""
-    return await _default.run(code, timeout_s=timeout_s, memory_mb=memory_mb, stdin=stdin,
-                              handler=handler, max_output_bytes=max_output_bytes)
+    return await _default.run(
+        code,
+        timeout_s=timeout_s,
+        memory_mb=memory_mb,
+        stdin=stdin,
+        handler=handler,
+        max_output_bytes=max_output_bytes,
+    )
 
 
-def run_untrusted(code: str, *, timeout_s: float, memory_mb: int, stdin: str = "",
-                  max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES) -> SandboxResult:
+def run_untrusted(
+    code: str,
+    *,
+    timeout_s: float,
+    memory_mb: int,
+    stdin: str = "",
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+) -> SandboxResult:
     """Run untrusted `code` as `python -c` would, isolated (see the module docstring).
 
     Returns stdout/stderr (each capped at max_output_bytes), the exit code (-N for signal N),
     timed_out and killed_reason. Thread-safe; may be called from inside a running event loop
     (it then runs on a helper thread and blocks the caller)."""
-    return _default.run_sync(code, timeout_s=timeout_s, memory_mb=memory_mb, stdin=stdin,
-                             max_output_bytes=max_output_bytes)
+    return _default.run_sync(
+        code,
+        timeout_s=timeout_s,
+        memory_mb=memory_mb,
+        stdin=stdin,
+        max_output_bytes=max_output_bytes,
+    )

@@ -16,16 +16,42 @@ import re
 
 # stdlib modules a script may import, besides the MAS API
 ALLOWED_MODULES: tuple[str, ...] = (
-    "math", "re", "json", "itertools", "functools", "collections", "statistics", "fractions",
-    "random", "string",
+    "math",
+    "re",
+    "json",
+    "itertools",
+    "functools",
+    "collections",
+    "statistics",
+    "fractions",
+    "random",
+    "string",
 )
 API_MODULE = "metaagentx.mas.api"
 
 # builtins a script may not name (they reach files, code objects or the interpreter's state)
-FORBIDDEN_NAMES: frozenset[str] = frozenset({
-    "open", "exec", "eval", "compile", "__import__", "globals", "locals", "vars", "getattr",
-    "setattr", "delattr", "input", "breakpoint", "exit", "quit", "help", "dir", "memoryview",
-})
+FORBIDDEN_NAMES: frozenset[str] = frozenset(
+    {
+        "open",
+        "exec",
+        "eval",
+        "compile",
+        "__import__",
+        "globals",
+        "locals",
+        "vars",
+        "getattr",
+        "setattr",
+        "delattr",
+        "input",
+        "breakpoint",
+        "exit",
+        "quit",
+        "help",
+        "dir",
+        "memoryview",
+    }
+)
 
 MAX_SCRIPT_CHARS = 8000  # longer scripts are rejected as too_long
 MAX_SCRIPT_LINES = 250
@@ -71,8 +97,11 @@ def extract_script(text: str | None) -> str | None:
     if not text:
         return None
     found = _candidates(text)
-    ranked = ([b for _, _, b in found if "submit(" in b], [b for _, t, b in found if t],
-              [b for _, _, b in found])
+    ranked = (
+        [b for _, _, b in found if "submit(" in b],
+        [b for _, t, b in found if t],
+        [b for _, _, b in found],
+    )
     for group in ranked:
         if group:
             return group[-1]
@@ -93,8 +122,7 @@ def _import_ok(node: ast.Import | ast.ImportFrom) -> bool:
         if node.module == "metaagentx.mas":
             return all(a.name == "api" for a in node.names)
         return node.module == API_MODULE or node.module.split(".")[0] in ALLOWED_MODULES
-    return all(a.name == API_MODULE or a.name.split(".")[0] in ALLOWED_MODULES
-               for a in node.names)
+    return all(a.name == API_MODULE or a.name.split(".")[0] in ALLOWED_MODULES for a in node.names)
 
 
 def _names_in(node: ast.AST) -> list[str]:
@@ -123,7 +151,8 @@ def _calls_submit(tree: ast.AST) -> bool:
         if isinstance(node, ast.Call):
             f = node.func
             if (isinstance(f, ast.Name) and f.id == "submit") or (
-                    isinstance(f, ast.Attribute) and f.attr == "submit"):
+                isinstance(f, ast.Attribute) and f.attr == "submit"
+            ):
                 return True
     return False
 

@@ -36,8 +36,15 @@ from dataclasses import dataclass, field
 
 STRUCTURES = ("single", "reflection", "ensemble", "debate", "solver_tester", "router", "other")
 BLOCKS = ("single", "reflection", "ensemble", "debate", "solver_tester", "router")
-_LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.GeneratorExp,
-          ast.DictComp)
+_LOOPS = (
+    ast.For,
+    ast.AsyncFor,
+    ast.While,
+    ast.ListComp,
+    ast.SetComp,
+    ast.GeneratorExp,
+    ast.DictComp,
+)
 
 
 def classify_structure(script: str) -> str:
@@ -46,8 +53,9 @@ def classify_structure(script: str) -> str:
         tree = ast.parse(script or "")
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return "other"
-    own_defs = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef,
-                                                                 ast.AsyncFunctionDef))}
+    own_defs = {
+        n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
     blocks = {_call_name(n) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     blocks = {b for b in blocks if b in BLOCKS and b not in own_defs}
     if "router" in blocks:
@@ -109,8 +117,7 @@ class _Flow:
         self.dict_groups: set[str] = set()
         self.alias: dict[str, str] = {}  # loop variable -> agent group it iterates
         self._find_agents()
-        self.asks = [a for n in ast.walk(tree) if isinstance(n, ast.Call)
-                     for a in self._asks_of(n)]
+        self.asks = [a for n in ast.walk(tree) if isinstance(n, ast.Call) for a in self._asks_of(n)]
         self.taint: dict[str, set[str]] = defaultdict(set)
         self._propagate()
 
@@ -120,9 +127,13 @@ class _Flow:
             if isinstance(node, ast.Assign):
                 for target in node.targets:
                     self._bind_agents(target, node.value)
-            elif isinstance(node, ast.Call) and _call_name(node) == "append" \
-                    and isinstance(node.func, ast.Attribute) and node.args \
-                    and self._is_agent(node.args[0]):
+            elif (
+                isinstance(node, ast.Call)
+                and _call_name(node) == "append"
+                and isinstance(node.func, ast.Attribute)
+                and node.args
+                and self._is_agent(node.args[0])
+            ):
                 base = _targets(node.func.value)
                 if base:
                     step = 2 if self._in_loop(node) else 1
@@ -187,8 +198,11 @@ class _Flow:
             return [self._ask(node, node.func.value)]
         if _call_name(node) != "ask_all":
             return []
-        recv = node.args[0] if node.args else next(
-            (k.value for k in node.keywords if k.arg == "agents"), None)
+        recv = (
+            node.args[0]
+            if node.args
+            else next((k.value for k in node.keywords if k.arg == "agents"), None)
+        )
         if isinstance(recv, (ast.List, ast.Tuple)):
             return [self._ask(node, e) for e in recv.elts]
         return [self._ask(node, recv)] if recv is not None else []
@@ -235,8 +249,11 @@ class _Flow:
                 flows.append((_targets(node.target), node.value))
             elif isinstance(node, (ast.For, ast.comprehension)):
                 flows.append((_targets(node.target), node.iter))
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                    and node.func.attr in ("append", "extend", "add", "update", "insert"):
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("append", "extend", "add", "update", "insert")
+            ):
                 flows.append((_targets(node.func.value), node))
             elif isinstance(node, ast.NamedExpr):
                 flows.append((_targets(node.target), node.value))
@@ -254,8 +271,10 @@ class _Flow:
                         self.taint[name] |= src
                         changed = True
         for ask in self.asks:
-            ask.deps = set().union(*(self._expr_taint(a) for a in ask.node.args),
-                                   *(self._expr_taint(k.value) for k in ask.node.keywords))
+            ask.deps = set().union(
+                *(self._expr_taint(a) for a in ask.node.args),
+                *(self._expr_taint(k.value) for k in ask.node.keywords),
+            )
 
     # -- patterns ----------------------------------------------------------------------
     def classify(self) -> str:
@@ -290,11 +309,13 @@ class _Flow:
         sources = {a.agent for a in self.asks if not a.deps}
         width = sum(self.sizes.get(s, 1) for s in sources)
         submitted = set().union(set(), *(self._expr_taint(c) for c in self._calls("submit")))
-        judged = any(len(a.deps & sources) >= 2
-                     or any(self.sizes.get(d, 1) > 1 for d in a.deps & sources)
-                     for a in self.asks)
+        judged = any(
+            len(a.deps & sources) >= 2 or any(self.sizes.get(d, 1) > 1 for d in a.deps & sources)
+            for a in self.asks
+        )
         voted = len(submitted & sources) >= 2 or any(
-            self.sizes.get(s, 1) > 1 for s in submitted & sources)
+            self.sizes.get(s, 1) > 1 for s in submitted & sources
+        )
         if width >= 2 and (judged or voted):
             return "ensemble"
         if len(agents) == 2 and len(sources) == 1 and len(edges) == 1:
@@ -302,8 +323,7 @@ class _Flow:
         return "other"
 
     def _calls(self, name: str) -> list[ast.Call]:
-        return [n for n in ast.walk(self.tree) if isinstance(n, ast.Call)
-                and _call_name(n) == name]
+        return [n for n in ast.walk(self.tree) if isinstance(n, ast.Call) and _call_name(n) == name]
 
     def _runs_agent_code(self) -> bool:
         return any(self._expr_taint(c) for c in self._calls("run_python"))
@@ -311,8 +331,11 @@ class _Flow:
     def _routes(self) -> bool:
         for ask in self.asks:
             recv = getattr(ask.node.func, "value", None)
-            if isinstance(recv, ast.Subscript) and ask.agent in self.dict_groups \
-                    and self._expr_taint(recv.slice):
+            if (
+                isinstance(recv, ast.Subscript)
+                and ask.agent in self.dict_groups
+                and self._expr_taint(recv.slice)
+            ):
                 return True
         for node in ast.walk(self.tree):
             if isinstance(node, (ast.If, ast.IfExp)) and self._expr_taint(node.test):
@@ -324,8 +347,7 @@ class _Flow:
         return False
 
     def _asked_in(self, stmts: list[ast.AST]) -> set[str]:
-        return {a.agent for s in stmts for a in self.asks
-                if any(a.node is n for n in ast.walk(s))}
+        return {a.agent for s in stmts for a in self.asks if any(a.node is n for n in ast.walk(s))}
 
 
 def _literal_len(node: ast.AST) -> int:

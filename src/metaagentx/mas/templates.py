@@ -10,34 +10,40 @@ from __future__ import annotations
 
 from metaagentx.types import Task
 
-TEMPLATES: tuple[str, ...] = ("single", "reflection", "ensemble", "debate", "solver_tester",
-                              "router")
+TEMPLATES: tuple[str, ...] = (
+    "single",
+    "reflection",
+    "ensemble",
+    "debate",
+    "solver_tester",
+    "router",
+)
 
 _ROLES: dict[str, dict[str, str]] = {
     "math": {
         "solver": "You are a careful math solver. Think step by step, then give the final "
-                  "answer as \\boxed{answer}.",
+        "answer as \\boxed{answer}.",
         "critic": "You are a strict math reviewer. Check each step of the solution. If it is "
-                  "right, reply CORRECT; otherwise explain the mistake.",
+        "right, reply CORRECT; otherwise explain the mistake.",
         "judge": "You are a judge. Compare the candidate solutions, pick the correct one and "
-                 "give the final answer as \\boxed{answer}.",
+        "give the final answer as \\boxed{answer}.",
         "coder": "You solve math problems by writing a short Python program that prints only "
-                 "the final answer.",
+        "the final answer.",
         "tester": "You check whether a program's output answers the problem. Reply PASS or "
-                  "FAIL with a reason.",
+        "FAIL with a reason.",
         "classifier": "You classify math problems by difficulty.",
     },
     "code": {
         "solver": "You are an expert programmer. Write a complete Python program that reads "
-                  "from standard input and prints the answer. Put it in a ```python block.",
+        "from standard input and prints the answer. Put it in a ```python block.",
         "critic": "You are a code reviewer. Look for bugs and wrong edge cases. If the code is "
-                  "right, reply CORRECT; otherwise explain the bug.",
+        "right, reply CORRECT; otherwise explain the bug.",
         "judge": "You are a judge. Pick the correct program among the candidates and repeat it "
-                 "in full in a ```python block.",
+        "in full in a ```python block.",
         "coder": "You are an expert programmer. Write a complete Python program that reads "
-                 "from standard input and prints the answer. Put it in a ```python block.",
+        "from standard input and prints the answer. Put it in a ```python block.",
         "tester": "You are a software tester. Write small test inputs and check program "
-                  "outputs. Reply PASS or FAIL with a reason when asked to judge.",
+        "outputs. Reply PASS or FAIL with a reason when asked to judge.",
         "classifier": "You classify programming problems by difficulty.",
     },
 }
@@ -52,29 +58,46 @@ def _body(structure: str, roles: dict[str, str]) -> list[str]:
     if structure == "single":
         return [solver, "answer = single(solver, QUESTION)"]
     if structure == "reflection":
-        return [solver, _agent("critic", "critic", "critic", roles),
-                "answer = reflection(solver, critic, QUESTION, rounds=1)"]
+        return [
+            solver,
+            _agent("critic", "critic", "critic", roles),
+            "answer = reflection(solver, critic, QUESTION, rounds=1)",
+        ]
     if structure == "ensemble":
-        return ["solvers = [",
-                *[f"    Agent({f'solver{i}'!r}, {roles['solver']!r}, temperature=1.0),"
-                  for i in (1, 2, 3)],
-                "]", _agent("judge", "judge", "judge", roles),
-                "answer = ensemble(solvers, QUESTION, judge=judge)"]
+        return [
+            "solvers = [",
+            *[
+                f"    Agent({f'solver{i}'!r}, {roles['solver']!r}, temperature=1.0),"
+                for i in (1, 2, 3)
+            ],
+            "]",
+            _agent("judge", "judge", "judge", roles),
+            "answer = ensemble(solvers, QUESTION, judge=judge)",
+        ]
     if structure == "debate":
-        return [_agent("alice", "alice", "solver", roles), _agent("bob", "bob", "solver", roles),
-                _agent("judge", "judge", "judge", roles),
-                "answer = debate([alice, bob], QUESTION, rounds=2, judge=judge)"]
+        return [
+            _agent("alice", "alice", "solver", roles),
+            _agent("bob", "bob", "solver", roles),
+            _agent("judge", "judge", "judge", roles),
+            "answer = debate([alice, bob], QUESTION, rounds=2, judge=judge)",
+        ]
     if structure == "solver_tester":
-        return [_agent("coder", "coder", "coder", roles), _agent("tester", "tester", "tester", roles),
-                "answer = solver_tester(coder, tester, QUESTION, rounds=1)"]
+        return [
+            _agent("coder", "coder", "coder", roles),
+            _agent("tester", "tester", "tester", roles),
+            "answer = solver_tester(coder, tester, QUESTION, rounds=1)",
+        ]
     if structure == "router":
-        return [_agent("classifier", "classifier", "classifier", roles), solver,
-                _agent("critic", "critic", "critic", roles),
-                "routes = {",
-                "    'easy': solver,",
-                "    'hard': lambda q: reflection(solver, critic, q, rounds=1),",
-                "}",
-                "answer = router(classifier, routes, QUESTION)"]
+        return [
+            _agent("classifier", "classifier", "classifier", roles),
+            solver,
+            _agent("critic", "critic", "critic", roles),
+            "routes = {",
+            "    'easy': solver,",
+            "    'hard': lambda q: reflection(solver, critic, q, rounds=1),",
+            "}",
+            "answer = router(classifier, routes, QUESTION)",
+        ]
     raise ValueError(f"unknown structure {structure!r}; choose one of {', '.join(TEMPLATES)}")
 
 
@@ -83,6 +106,5 @@ def template_script(structure: str, task: Task) -> str:
     ``task.kind``; it reads the task from ``QUESTION`` and ends with ``submit(answer)``."""
     if task.kind not in _ROLES:
         raise ValueError(f"task.kind must be 'math' or 'code', got {task.kind!r}")
-    lines = [f"# {structure} ({task.kind})", *_body(structure, _ROLES[task.kind]),
-             "submit(answer)"]
+    lines = [f"# {structure} ({task.kind})", *_body(structure, _ROLES[task.kind]), "submit(answer)"]
     return "\n".join(lines) + "\n"
