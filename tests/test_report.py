@@ -187,3 +187,14 @@ def test_report_renders_in_headless_chromium(report_dir: Path, tmp_path: Path) -
     assert any(all(abs(a - b) <= 4 for a, b in zip(c, shade)) for c in colours)
     shutil.copy(shot, report_dir / "screenshot.png")
     print(f"screenshot: {report_dir / 'screenshot.png'}")
+
+
+def test_demo_layout_reads_training_from_rl(tmp_path: Path) -> None:
+    """`metaagentx demo` writes RUN/eval and RUN/rl/{metrics.jsonl,samples}: both are found."""
+    shutil.copytree(RUN / "eval", tmp_path / "eval")
+    (tmp_path / "rl").mkdir()
+    shutil.copy(RUN / "metrics.jsonl", tmp_path / "rl" / "metrics.jsonl")
+    shutil.copytree(RUN / "samples", tmp_path / "rl" / "samples")
+    data = load_run(tmp_path)
+    assert [m["step"] for m in data.metrics] == [m["step"] for m in load_run(RUN).metrics]
+    assert data.train_items and set(data.evals) == set(load_run(RUN).evals)

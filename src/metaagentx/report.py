@@ -76,12 +76,14 @@ def load_run(
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run folder not found: {run_dir}")
+    # `metaagentx demo` keeps its RL run in RUN_DIR/rl beside RUN_DIR/eval
+    train_dir = run_dir / "rl" if (run_dir / "rl" / "metrics.jsonl").is_file() else run_dir
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        metrics = A.read_metrics(run_dir)
+        metrics = A.read_metrics(train_dir)
         evals = A.read_eval(run_dir)
         baseline = A.read_eval(compare) if compare else {}
-        train = A.items_from_episodes(A.read_samples(run_dir))
+        train = A.items_from_episodes(A.read_samples(train_dir))
         other = A.read_metrics(compare) if compare and Path(compare).is_dir() else []
     notes = [str(w.message) for w in caught]
     if compare and not baseline:
