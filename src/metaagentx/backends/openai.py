@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from metaagentx.backends.base import GenerationError, GenerationResult, SamplingParams
-from metaagentx.backends.text import ByteTokenizer, check_request, render_chat
+from metaagentx.backends.text import ByteTokenizer, ChatMemo, check_request
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
@@ -70,18 +70,13 @@ class OpenAIGenerator:
         self.token_ids = token_ids
         self.max_prompt_tokens = max_prompt_tokens
         self._pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="openai")
-        self._rendered: dict[tuple[int, ...], list[dict[str, str]]] = {}
+        self._chats = ChatMemo()
         self._lock = threading.Lock()
         self.calls = 0  # requests answered
 
     def render(self, messages: list[dict[str, str]]) -> list[int]:
         """Chat messages -> ids (remembered, so ``generate`` sends them as chat messages)."""
-        ids = render_chat(self.tokenizer, messages)
-        with self._lock:
-            if len(self._rendered) > 100_000:
-                self._rendered.clear()
-            self._rendered[tuple(ids)] = [dict(m) for m in messages]
-        return ids
+        return self._chats.render(self.tokenizer, messages)
 
     def decode(self, ids: Sequence[int]) -> str:
         """Token ids -> text (special tokens skipped)."""
@@ -93,7 +88,7 @@ class OpenAIGenerator:
         ids = check_request(
             prompt_ids, params, vocab_size=vocab, max_prompt_tokens=self.max_prompt_tokens
         )
-        messages = self._rendered.get(tuple(ids))
+        messages = self._chats.messages_for(ids)
         if messages is not None:
             result = await self.chat(messages, params)
         else:

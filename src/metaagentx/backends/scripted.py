@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from metaagentx.backends.base import GenerationError, GenerationResult, SamplingParams
-from metaagentx.backends.text import ByteTokenizer, check_request, render_chat
+from metaagentx.backends.text import ByteTokenizer, ChatMemo, check_request
 
 Reply = Callable[[Any], str]
 
@@ -61,7 +61,7 @@ class ScriptedGenerator:
         self.batches = 0  # batches served (< calls when concurrent requests were batched)
         self.batch_sizes: list[int] = []  # size of every batch, in order
         self.prompts: list[Any] = []  # what each request's reply was chosen from, in order
-        self._rendered: dict[tuple[int, ...], list[dict[str, str]]] = {}
+        self._chats = ChatMemo()
         self._pending: dict[asyncio.AbstractEventLoop, list[tuple]] = {}
         self._lock = threading.Lock()
 
@@ -71,12 +71,7 @@ class ScriptedGenerator:
 
     def render(self, messages: list[dict[str, str]]) -> list[int]:
         """Chat messages -> prompt ids (the tokenizer's chat template, generation prompt on)."""
-        ids = render_chat(self.tokenizer, messages)
-        with self._lock:
-            if len(self._rendered) > 100_000:
-                self._rendered.clear()
-            self._rendered[tuple(ids)] = [dict(m) for m in messages]
-        return ids
+        return self._chats.render(self.tokenizer, messages)
 
     def decode(self, ids: Sequence[int]) -> str:
         """Token ids -> text (special tokens skipped)."""
@@ -125,7 +120,7 @@ class ScriptedGenerator:
         with self._lock:
             index = self.calls
             self.calls += 1
-            source = self._rendered.get(tuple(ids))
+        source = self._chats.messages_for(ids)
         if source is None:
             source = self.decode(ids)
         self.prompts.append(source)

@@ -5,6 +5,7 @@ Stdlib only (no torch), so the scripted backend and the sandboxed side stay ligh
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -108,3 +109,28 @@ class ByteTokenizer:
 
     def __len__(self) -> int:
         return self.vocab_size
+
+
+class ChatMemo:
+    """Renders chat messages and remembers them by their prompt ids (thread-safe, bounded).
+
+    A backend whose server or reply function wants the messages, not ids (a chat API, a
+    scripted reply function), recovers them in ``generate`` with ``messages_for(ids)``.
+    """
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self._by_ids: dict[tuple[int, ...], list[dict[str, str]]] = {}
+        self._limit = limit
+        self._lock = threading.Lock()
+
+    def render(self, tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
+        ids = render_chat(tokenizer, messages)
+        with self._lock:
+            if len(self._by_ids) > self._limit:
+                self._by_ids.clear()
+            self._by_ids[tuple(ids)] = [dict(m) for m in messages]
+        return ids
+
+    def messages_for(self, ids: Sequence[int]) -> list[dict[str, str]] | None:
+        with self._lock:
+            return self._by_ids.get(tuple(ids))
