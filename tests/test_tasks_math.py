@@ -127,3 +127,12 @@ def test_a_worker_dying_mid_job_is_recorded_and_replaced():
     killer.join()
     assert reward == 0.0 and reason.startswith("verifier_crashed")
     assert math_reward(r"\boxed{5}", "5") == 1.0
+
+
+def test_a_worker_that_died_idle_is_not_blamed_on_the_next_input():
+    from metaagentx.tasks import math as math_mod
+
+    math_reward(r"\boxed{1}", "1")  # a warm, idle worker exists
+    for worker in list(math_mod._pool()._all):
+        worker.proc.kill()  # dies while idle; not yet reaped when the next job comes
+    assert math_reward_details(r"\boxed{5}", "5") == (1.0, "correct")

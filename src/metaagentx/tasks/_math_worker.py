@@ -2,7 +2,7 @@
 
 Run as ``python -m metaagentx.tasks._math_worker`` by the parent pool (never by hand). Protocol:
 one JSON object per line on stdin ``{"gold": str, "pred": str}``; one JSON line back on the
-original stdout ``{"ok": bool, "reason": str}``. It prints ``{"ready": true}`` once math-verify
+original stdout ``{"ok": bool, "reason": str}``; ``{"ping": true}`` is answered ``{"pong": true}``. It prints ``{"ready": true}`` once math-verify
 is imported, so the parent's time limit covers only verification. Anything the libraries print
 goes to stderr, so the protocol stream stays clean. The parent kills this process when a
 verification runs past its time limit (math-verify's own signal-based timeout is switched off).
@@ -70,6 +70,10 @@ def main() -> None:
     proto.flush()
     for line in sys.stdin:
         job = json.loads(line)
+        if job.get("ping"):  # the parent checks a reused worker is alive before a job
+            proto.write('{"pong": true}\n')
+            proto.flush()
+            continue
         try:
             result = check(job["gold"], job["pred"])
         except Exception as exc:  # noqa: BLE001 - reported to the parent as a reason

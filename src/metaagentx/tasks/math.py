@@ -117,6 +117,18 @@ class _Worker:
             self.proc.wait()
             return {"ok": False, "reason": f"verifier_crashed (exit {self.proc.returncode})"}
 
+    def alive(self) -> bool:
+        """A ready worker that answers a ping: one that died while idle is never handed a job,
+        so its death is not blamed on the next input."""
+        if not self.ready or self.proc.poll() is not None:
+            return False
+        try:
+            self.proc.stdin.write(b'{"ping": true}\n')
+            self.proc.stdin.flush()
+            return self.read_line(STARTUP_TIMEOUT_S) == {"pong": True}
+        except (RuntimeError, OSError, ValueError):
+            return False
+
     def kill(self) -> None:
         self.proc.kill()
         self.proc.wait()
@@ -136,7 +148,10 @@ class _Pool:
         with self._slots:
             with self._lock:
                 worker = self._idle.pop() if self._idle else None
-            if worker is None or worker.proc.poll() is not None:
+            if worker is not None and not worker.alive():
+                self._discard(worker)
+                worker = None
+            if worker is None:
                 worker = _Worker()
                 with self._lock:
                     self._all.append(worker)
