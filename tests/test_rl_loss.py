@@ -10,6 +10,7 @@ import torch
 
 from metaagentx.rl.loss import grpo_loss, token_logprobs
 from metaagentx.rl.packing import Row, collate
+from tiny_models import tiny_llama
 
 CL, CH = 0.2, 0.28
 
@@ -173,19 +174,8 @@ def test_token_logprobs_alignment_and_temperature():
 
 
 def test_token_logprobs_tiny_llama_padding_invariant():
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-    )
-    model = LlamaForCausalLM(cfg).eval()
+    model = tiny_llama(64, 64).eval()
     a, b = [5, 9, 13, 2, 7, 30], [11, 3, 60]
     rows = [Row(x, [1] * len(x), [0.0] * len(x), [0.0] * len(x), "executor") for x in (a, b)]
     with torch.no_grad():
@@ -199,20 +189,8 @@ def test_token_logprobs_tiny_llama_padding_invariant():
 
 
 def test_head_on_loss_positions_matches_full_logits():
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     torch.manual_seed(1)
-    cfg = LlamaConfig(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        tie_word_embeddings=True,
-    )
-    model = LlamaForCausalLM(cfg)
+    model = tiny_llama(64, 64, tie_word_embeddings=True)
     rows = [
         Row([5, 9, 13, 2, 7], [0, 0, 1, 1, 1], [0.0] * 5, [0.0] * 5, "executor"),
         Row([11, 3, 60], [0, 0, 1], [0.0] * 3, [0.0] * 3, "executor"),

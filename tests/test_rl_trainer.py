@@ -20,6 +20,7 @@ from metaagentx.rl.rollout import rollout_step
 from metaagentx.rl.trainer import accumulate_gradients, compute_advantages, train
 from metaagentx.tasks.datasets import load_tasks
 from test_rl_rollout import CAREFUL, SLOPPY, policy
+from tiny_models import tiny_llama
 
 TIMING = ("time_rollout_s", "time_update_s", "tokens_per_s")
 
@@ -63,24 +64,17 @@ def _small_tokenizer():
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A 2-layer random LlamaForCausalLM saved with its tokenizer, as a user would load one."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     folder = tmp_path_factory.mktemp("tiny-llama")
     tok = _small_tokenizer()
     torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=4096,
+    model = tiny_llama(
+        len(tok),
+        4096,
         tie_word_embeddings=False,
         eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id,
     )
-    LlamaForCausalLM(config).save_pretrained(folder)
+    model.save_pretrained(folder)
     tok.save_pretrained(folder)
     return folder
 

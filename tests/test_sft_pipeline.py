@@ -11,30 +11,22 @@ import pytest
 import torch
 
 from metaagentx.config import load_config
+from tiny_models import tiny_llama
 
 DESIGN = "```python\nsolver = Agent('solver', 'Solve it.')\nsubmit(single(solver, QUESTION))\n```"
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoTokenizer
 
     from metaagentx.backends.models import embedded_model_dir
 
     tok = AutoTokenizer.from_pretrained(embedded_model_dir())
     torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=2048,
-        eos_token_id=tok.eos_token_id,
-    )
+    model = tiny_llama(len(tok), 2048, eos_token_id=tok.eos_token_id)
     folder = tmp_path_factory.mktemp("tiny") / "tiny-llama"
-    LlamaForCausalLM(cfg).save_pretrained(folder)
+    model.save_pretrained(folder)
     tok.save_pretrained(folder)
     return folder, tok
 
